@@ -1,0 +1,215 @@
+package azsessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+const (
+	moduleName    = "github.com/azsessions/azsessions"
+	moduleVersion = "v0.1.0"
+	// tracingNamespace is the az.namespace attribute of every span.
+	tracingNamespace = "Microsoft.App"
+)
+
+// The api-versions of the pool management API that the client speaks. Set one
+// with ClientOptions.APIVersion.
+const (
+	// APIVersion20240202Preview is the first legacy version (code/execute,
+	// files/upload, files/content/{name}; properties-wrapped bodies).
+	APIVersion20240202Preview = wire.V20240202Preview
+	// APIVersion20240802Preview is the second legacy version, same contract.
+	APIVersion20240802Preview = wire.V20240802Preview
+	// APIVersion20241002Preview is the first version of the executions contract.
+	APIVersion20241002Preview = wire.V20241002Preview
+	// APIVersion20250202Preview adds session management (session, listSessions, metadata).
+	APIVersion20250202Preview = wire.V20250202Preview
+	// APIVersion20251002Preview adds .management/stopSession, recursive listing,
+	// file directories and outputStreamsMaxLength. It is the default.
+	APIVersion20251002Preview = wire.V20251002Preview
+	// DefaultAPIVersion is the api-version used when ClientOptions.APIVersion is empty.
+	DefaultAPIVersion = wire.DefaultVersion
+)
+
+// Sentinel errors. Client-side validation errors wrap one of these and are
+// returned before any I/O; test them with errors.Is.
+var (
+	// ErrInvalidIdentifier: a session identifier breaks the rule of the chosen
+	// api-version (the error says which rule; it never repeats the identifier).
+	ErrInvalidIdentifier = errors.New("azsessions: invalid session identifier")
+	// ErrInvalidFileName: a file name is empty, contains "..", or points outside /mnt/data.
+	ErrInvalidFileName = errors.New("azsessions: invalid file name")
+	// ErrUnsupported: the chosen api-version lacks the operation or option.
+	ErrUnsupported = errors.New("azsessions: not supported by this api-version")
+	// ErrFileTooLarge: the upload is larger than MaxUploadSize.
+	ErrFileTooLarge = errors.New("azsessions: file too large")
+)
+
+// MaxUploadSize is the service's upload limit in bytes (128 MiB); larger
+// uploads are refused before sending when their size is known.
+const MaxUploadSize = wire.MaxUploadBytes
+
+// ClientOptions contains the optional parameters of NewClient and
+// NewClientWithNoCredential.
+//
+// The embedded azcore.ClientOptions carries the usual pipeline settings
+// (Transport, Retry, Logging, Telemetry, TracingProvider, PerCallPolicies,
+// PerRetryPolicies, InsecureAllowCredentialWithHTTP) and APIVersion, which
+// selects the api-version (DefaultAPIVersion when empty; one of the
+// APIVersion* constants, anything else is an error from NewClient).
+type ClientOptions struct {
+	azcore.ClientOptions
+}
+
+// Client talks to one session pool's management endpoint. It is safe for
+// concurrent use. Session-scoped operations hang off *Session values, made
+// with Session or NewSession; pool-wide ones (NewListSessionsPager,
+// GetMetadata) are methods of Client.
+type Client struct {
+	internal *azcore.Client
+	endpoint string
+	version  string
+	features wire.Features
+	retry    policy.RetryOptions
+}
+
+// NewClient creates a client for the pool management endpoint (the session
+// pool's poolManagementEndpoint, for example
+// https://eastus.dynamicsessions.io/subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool>)
+// that authenticates with credential, asking for DefaultScope.
+//
+// A credential needs the "Azure ContainerApps Session Executor" role on the
+// pool. The endpoint must be https unless options.InsecureAllowCredentialWithHTTP
+// is set; trailing slashes are trimmed; a query or fragment is an error. An
+// unknown options.APIVersion is an error. No I/O happens here.
+func NewClient(endpoint string, credential azcore.TokenCredential, options *ClientOptions) (*Client, error) {
+	if credential == nil {
+		return nil, errors.New("azsessions: credential is nil; use NewClientWithNoCredential for token-less endpoints")
+	}
+	return newClient(endpoint, credential, options)
+}
+
+// NewClientWithNoCredential creates a client that sends no Authorization
+// header: for the local emulator (cmd/azsessions-emulator, package
+// azsessionstest) and other token-less endpoints. http:// endpoints are allowed.
+// Errors are those of NewClient.
+func NewClientWithNoCredential(endpoint string, options *ClientOptions) (*Client, error) {
+	return newClient(endpoint, nil, options)
+}
+
+func newClient(endpoint string, credential azcore.TokenCredential, options *ClientOptions) (*Client, error) {
+	if options == nil {
+		options = &ClientOptions{}
+	}
+	ep, err := parseEndpoint(endpoint, credential != nil && !options.InsecureAllowCredentialWithHTTP)
+	if err != nil {
+		return nil, err
+	}
+	version := options.APIVersion
+	if version == "" {
+		version = DefaultAPIVersion
+	}
+	features, ok := wire.Lookup(version)
+	if !ok {
+		return nil, fmt.Errorf("azsessions: unknown api-version %q (supported: %s)", version, strings.Join(wire.Versions, ", "))
+	}
+	opts := options.ClientOptions
+	opts.APIVersion = version
+	var perRetry []policy.Policy
+	if credential != nil {
+		perRetry = append(perRetry, newBearerTokenPolicy(credential, opts.InsecureAllowCredentialWithHTTP))
+	}
+	perRetry = append(perRetry, uploadBodyPolicy{})
+	c, err := azcore.NewClient(moduleName, moduleVersion, runtime.PipelineOptions{
+		APIVersion: runtime.APIVersionOptions{Location: runtime.APIVersionLocationQueryParam, Name: "api-version"},
+		PerRetry:   perRetry,
+		Tracing:    runtime.TracingOptions{Namespace: tracingNamespace},
+		// "identifier" is deliberately not allow-listed: azcore redacts it in logs.
+		AllowedHeaders: []string{"operation-id", "Operation-Location", wire.ErrorCodeHeader},
+	}, &opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{internal: c, endpoint: ep, version: version, features: features, retry: opts.Retry}, nil
+}
+
+func parseEndpoint(endpoint string, requireHTTPS bool) (string, error) {
+	endpoint = strings.TrimRight(strings.TrimSpace(endpoint), "/")
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("azsessions: invalid endpoint: %w", err)
+	}
+	switch {
+	case u.Scheme != "https" && u.Scheme != "http":
+		return "", fmt.Errorf("azsessions: endpoint scheme must be https (or http for the emulator), got %q", u.Scheme)
+	case u.Host == "":
+		return "", errors.New("azsessions: endpoint has no host")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", errors.New("azsessions: endpoint must not have a query or fragment")
+	case requireHTTPS && u.Scheme != "https":
+		return "", errors.New("azsessions: a credential is only sent over https; use NewClientWithNoCredential or set InsecureAllowCredentialWithHTTP")
+	}
+	return endpoint, nil
+}
+
+// Endpoint returns the pool management endpoint the client was made with,
+// without trailing slashes.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// APIVersion returns the api-version the client speaks.
+func (c *Client) APIVersion() string { return c.version }
+
+// newRequest builds a request for path (already escaped, relative to the
+// endpoint) with api-version and, when identifier is not empty, identifier.
+func (c *Client) newRequest(ctx context.Context, method, path, identifier string, query url.Values) (*policy.Request, error) {
+	req, err := runtime.NewRequest(ctx, method, c.endpoint+"/"+path)
+	if err != nil {
+		return nil, err
+	}
+	if query == nil {
+		query = url.Values{}
+	}
+	query.Set("api-version", c.version)
+	if identifier != "" {
+		query.Set("identifier", identifier)
+	}
+	req.Raw().URL.RawQuery = strings.ReplaceAll(query.Encode(), "+", "%20")
+	req.Raw().Header.Set("Accept", "application/json")
+	return req, nil
+}
+
+// do sends req through the pipeline and turns any status outside ok into an
+// *azcore.ResponseError.
+func (c *Client) do(req *policy.Request, ok ...int) (*http.Response, error) {
+	resp, err := c.internal.Pipeline().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if !runtime.HasStatusCode(resp, ok...) {
+		return nil, wrapAuthError(runtime.NewResponseError(resp))
+	}
+	return resp, nil
+}
+
+// startOp sets the API name (for fakes) and opens a tracing span.
+func (c *Client) startOp(ctx context.Context, name string) (context.Context, func(error)) {
+	ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, name)
+	return runtime.StartSpan(ctx, name, c.internal.Tracer(), nil)
+}
+
+func (c *Client) requireSessionManagement(op string) error {
+	if !c.features.SessionManagement {
+		return fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20250202Preview, c.version)
+	}
+	return nil
+}

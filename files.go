@@ -1,0 +1,730 @@
+package azsessions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+// DataDir is the directory of a session's files, where uploads land and code
+// can read and write.
+const DataDir = wire.DataDir
+
+// FileType says whether a File is a regular file or a directory.
+type FileType string
+
+// File types. The service spells them in several cases ("File", "file",
+// "directory"); the client reports these two.
+const (
+	FileTypeFile      FileType = "file"
+	FileTypeDirectory FileType = "directory"
+)
+
+// File describes a file or directory under /mnt/data.
+type File struct {
+	// Name is the base name, such as "TemperatureData.csv".
+	Name string
+	// Directory is the parent directory relative to /mnt/data, such as
+	// "level1/level2", or "" for /mnt/data itself.
+	Directory string
+	// Type is FileTypeFile or FileTypeDirectory.
+	Type FileType
+	// ContentType is the media type the service reports (may be empty).
+	ContentType string
+	// SizeInBytes is the size in bytes.
+	SizeInBytes int64
+	// LastModifiedAt is the last modification time.
+	LastModifiedAt time.Time
+}
+
+// IsDir reports whether f is a directory.
+func (f File) IsDir() bool { return f.Type == FileTypeDirectory }
+
+// FullPath returns the file's absolute path in the session, such as
+// "/mnt/data/level1/TemperatureData.csv": the path code running in the session uses.
+func (f File) FullPath() string { return path.Join(DataDir, f.Directory, f.Name) }
+
+// relPath returns Directory/Name, the name to pass back to the file operations.
+func (f File) relPath() string { return path.Join(f.Directory, f.Name) }
+
+func fileFromWire(w wire.File, listed string) File {
+	f := File{Name: w.Name, Directory: listed, Type: FileTypeFile, ContentType: w.ContentType, SizeInBytes: w.SizeInBytes, LastModifiedAt: w.LastModifiedAt}
+	if wire.IsDirectoryType(w.Type) {
+		f.Type = FileTypeDirectory
+	}
+	if w.Directory != nil {
+		f.Directory = path.Join(listed, *w.Directory)
+		if f.Directory == "." {
+			f.Directory = ""
+		}
+	}
+	return f
+}
+
+func fileFromLegacy(p wire.LegacyFileProps) File {
+	name := strings.TrimPrefix(strings.TrimPrefix(p.Filename, DataDir), "/")
+	dir, base := path.Split(name)
+	return File{Name: base, Directory: strings.TrimSuffix(dir, "/"), Type: FileTypeFile, SizeInBytes: p.Size, LastModifiedAt: p.LastModifiedTime}
+}
+
+// splitFileName splits a file name given as "x.csv", "sub/dir/x.csv" or
+// "/mnt/data/sub/x.csv" into the directory relative to /mnt/data and the base
+// name. It rejects empty names, empty, "." and ".." segments, NUL bytes and
+// absolute paths outside /mnt/data.
+func splitFileName(name string) (dir, base string, err error) {
+	rel, err := relativeDir(name)
+	if err != nil {
+		return "", "", err
+	}
+	if rel == "" {
+		return "", "", fmt.Errorf("%w: %q names the data directory, not a file", ErrInvalidFileName, name)
+	}
+	dir, base = path.Split(rel)
+	return strings.TrimSuffix(dir, "/"), base, nil
+}
+
+// relativeDir checks a path given as "sub/dir", "/mnt/data/sub/dir",
+// "/mnt/data" or "" and returns it relative to /mnt/data.
+func relativeDir(p string) (string, error) {
+	rel := p
+	if strings.HasPrefix(p, "/") {
+		if p != DataDir && !strings.HasPrefix(p, DataDir+"/") {
+			return "", fmt.Errorf("%w: %q is outside %s", ErrInvalidFileName, p, DataDir)
+		}
+		rel = strings.TrimPrefix(strings.TrimPrefix(p, DataDir), "/")
+	}
+	if rel == "" {
+		return "", nil
+	}
+	if strings.ContainsRune(rel, 0) {
+		return "", fmt.Errorf("%w: %q contains a NUL byte", ErrInvalidFileName, p)
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		switch seg {
+		case "":
+			return "", fmt.Errorf("%w: %q has an empty path segment", ErrInvalidFileName, p)
+		case ".", "..":
+			return "", fmt.Errorf("%w: %q has a %q segment", ErrInvalidFileName, p, seg)
+		}
+	}
+	return rel, nil
+}
+
+// pathEscape escapes one path segment.
+func pathEscape(s string) string { return url.PathEscape(s) }
+
+// fileRoute returns the escaped route of a file operation and its query.
+// suffix is "" (metadata, delete) or "content" (download).
+func (s *Session) fileRoute(name, suffix string) (string, url.Values, error) {
+	dir, base, err := splitFileName(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if s.client.features.Legacy {
+		if dir != "" {
+			return "", nil, fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+		}
+		if suffix == "content" {
+			return "files/content/" + pathEscape(base), nil, nil
+		}
+		return "files/" + pathEscape(base), nil, nil
+	}
+	q := url.Values{}
+	if dir != "" {
+		q.Set("path", dir)
+	}
+	route := "files/" + pathEscape(base)
+	if suffix != "" {
+		route += "/" + suffix
+	}
+	return route, q, nil
+}
+
+// UploadFileOptions contains the optional parameters of Session.UploadFile.
+type UploadFileOptions struct {
+	// ContentType of the multipart file part; default application/octet-stream.
+	ContentType string
+}
+
+// UploadFileResponse is the answer of Session.UploadFile.
+type UploadFileResponse struct {
+	File
+}
+
+// UploadFile uploads content as the file name under /mnt/data, replacing a
+// file of that name. name may be "x.csv", "sub/dir/x.csv" or
+// "/mnt/data/sub/x.csv"; sub-directories need the executions contract
+// (2024-10-02-preview and later).
+//
+// REST: POST {endpoint}/files[?path=dir] (2024-10-02-preview and later) or
+// POST {endpoint}/files/upload (legacy), a multipart/form-data body with one
+// part named "file".
+//
+// The body streams from content, from its current offset to its end, and is
+// never held in memory; content is rewound (Seek) for each retry, so it must
+// not be changed during the call. Errors: ErrInvalidFileName or
+// ErrUnsupported for the name, ErrFileTooLarge when the content is larger than
+// MaxUploadSize, all before any I/O; *azcore.ResponseError from the service
+// (413 over the service's limit).
+func (s *Session) UploadFile(ctx context.Context, name string, content io.ReadSeeker, options *UploadFileOptions) (UploadFileResponse, error) {
+	const op = "Session.UploadFile"
+	var err error
+	if options == nil {
+		options = &UploadFileOptions{}
+	}
+	if err = s.validate(); err != nil {
+		return UploadFileResponse{}, err
+	}
+	if content == nil {
+		return UploadFileResponse{}, errors.New("azsessions: content is nil")
+	}
+	dir, base, err := splitFileName(name)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	route, q := "files", url.Values{}
+	if s.client.features.Legacy {
+		if dir != "" {
+			return UploadFileResponse{}, fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+		}
+		route = "files/upload"
+	} else if dir != "" {
+		q.Set("path", dir)
+	}
+	body, err := newMultipartBody(content, base, options.ContentType)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	if body.contentSize > MaxUploadSize {
+		return UploadFileResponse{}, fmt.Errorf("%w: %d bytes is over the service's limit of %d bytes", ErrFileTooLarge, body.contentSize, MaxUploadSize)
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodPost, route, s.identifier, q)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	if err = req.SetBody(body, body.contentType()); err != nil {
+		return UploadFileResponse{}, err
+	}
+	req.SetOperationValue(body)
+	resp, err := s.client.do(req, http.StatusOK, http.StatusCreated, http.StatusAccepted)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	if s.client.features.Legacy {
+		var w wire.LegacyFileList
+		if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+			return UploadFileResponse{}, err
+		}
+		if len(w.Value) == 0 {
+			return UploadFileResponse{}, errors.New("azsessions: the upload answer lists no file")
+		}
+		return UploadFileResponse{File: fileFromLegacy(w.Value[0].Properties)}, nil
+	}
+	var w wire.File
+	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return UploadFileResponse{}, err
+	}
+	f := fileFromWire(w, dir)
+	if f.Name == "" {
+		f.Name = base
+	}
+	return UploadFileResponse{File: f}, nil
+}
+
+// multipartBody is a multipart/form-data body with one part named "file" that
+// streams from the caller's io.ReadSeeker. Each try of the retry policy reads
+// through its own view (uploadBodyPolicy), and reads from the view of an
+// abandoned try fail, so two tries can never read the source at once (net/http
+// may still be writing the previous try's body after RoundTrip returned).
+type multipartBody struct {
+	mu          sync.Mutex
+	src         io.ReadSeeker
+	start       int64 // offset of the content in src
+	contentSize int64
+	head, tail  []byte
+	boundary    string
+	gen         int   // generation of the current view
+	srcPos      int64 // src's position relative to start, or -1 when unknown
+	cur         *bodyView
+}
+
+func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipartBody, error) {
+	start, err := src.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, fmt.Errorf("azsessions: content is not seekable: %w", err)
+	}
+	endOff, err := src.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, fmt.Errorf("azsessions: content is not seekable: %w", err)
+	}
+	if contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	var rnd [16]byte
+	_, _ = rand.Read(rnd[:])
+	b := &multipartBody{src: src, start: start, contentSize: endOff - start, boundary: hex.EncodeToString(rnd[:]), srcPos: -1}
+	quote := strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "%0D", "\n", "%0A")
+	b.head = []byte("--" + b.boundary + "\r\n" +
+		`Content-Disposition: form-data; name="file"; filename="` + quote.Replace(filename) + "\"\r\n" +
+		"Content-Type: " + contentType + "\r\n\r\n")
+	b.tail = []byte("\r\n--" + b.boundary + "--\r\n")
+	b.cur = &bodyView{b: b}
+	return b, nil
+}
+
+func (b *multipartBody) contentType() string { return "multipart/form-data; boundary=" + b.boundary }
+
+func (b *multipartBody) size() int64 { return int64(len(b.head)) + b.contentSize + int64(len(b.tail)) }
+
+// newView starts a new generation: earlier views fail from now on.
+func (b *multipartBody) newView() *bodyView {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gen++
+	b.cur = &bodyView{b: b, gen: b.gen}
+	return b.cur
+}
+
+// Read, Seek and Close make multipartBody the io.ReadSeekCloser azcore wants;
+// they act on the current view.
+func (b *multipartBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	v := b.cur
+	b.mu.Unlock()
+	return v.Read(p)
+}
+
+func (b *multipartBody) Seek(offset int64, whence int) (int64, error) {
+	b.mu.Lock()
+	v := b.cur
+	b.mu.Unlock()
+	return v.Seek(offset, whence)
+}
+
+func (b *multipartBody) Close() error { return nil }
+
+var errAbandonedTry = errors.New("azsessions: upload body read by an abandoned try")
+
+// bodyView is one try's reader over a multipartBody.
+type bodyView struct {
+	b   *multipartBody
+	gen int
+	off int64
+}
+
+func (v *bodyView) Read(p []byte) (int, error) {
+	b := v.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v.gen != b.gen {
+		return 0, errAbandonedTry
+	}
+	total := b.size()
+	if v.off >= total {
+		return 0, io.EOF
+	}
+	headLen := int64(len(b.head))
+	switch {
+	case v.off < headLen:
+		n := copy(p, b.head[v.off:])
+		v.off += int64(n)
+		return n, nil
+	case v.off < headLen+b.contentSize:
+		rel := v.off - headLen
+		if b.srcPos != rel {
+			if _, err := b.src.Seek(b.start+rel, io.SeekStart); err != nil {
+				b.srcPos = -1
+				return 0, err
+			}
+			b.srcPos = rel
+		}
+		if remain := b.contentSize - rel; int64(len(p)) > remain {
+			p = p[:remain]
+		}
+		n, err := b.src.Read(p)
+		b.srcPos += int64(n)
+		v.off += int64(n)
+		if err == io.EOF {
+			if v.off < headLen+b.contentSize {
+				return n, io.ErrUnexpectedEOF // the source shrank
+			}
+			err = nil
+		}
+		return n, err
+	default:
+		n := copy(p, b.tail[v.off-headLen-b.contentSize:])
+		v.off += int64(n)
+		return n, nil
+	}
+}
+
+func (v *bodyView) Seek(offset int64, whence int) (int64, error) {
+	b := v.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = v.off + offset
+	case io.SeekEnd:
+		abs = b.size() + offset
+	default:
+		return 0, errors.New("azsessions: invalid whence")
+	}
+	if abs < 0 {
+		return 0, errors.New("azsessions: negative position")
+	}
+	v.off = abs
+	return abs, nil
+}
+
+func (v *bodyView) Close() error { return nil }
+
+// uploadBodyPolicy gives each try of an upload its own view of the multipart
+// body (see multipartBody). It sits in the PerRetry stage.
+type uploadBodyPolicy struct{}
+
+func (uploadBodyPolicy) Do(req *policy.Request) (*http.Response, error) {
+	var body *multipartBody
+	if req.OperationValue(&body) && body != nil {
+		req.Raw().Body = body.newView()
+		req.Raw().GetBody = nil
+	}
+	return req.Next()
+}
+
+// ListFilesOptions contains the optional parameters of Session.NewListFilesPager.
+type ListFilesOptions struct {
+	// Path is the directory to list, relative ("sub/dir") or absolute
+	// ("/mnt/data/sub/dir"); empty means /mnt/data. Needs the executions
+	// contract (2024-10-02-preview and later).
+	Path string
+	// Recursive lists sub-directories too (2025-10-02-preview only).
+	Recursive bool
+}
+
+// ListFilesResponse is one page of Session.NewListFilesPager.
+type ListFilesResponse struct {
+	// Files of this page: files and, on the executions contract, directories.
+	Files []File
+	// NextLink is the URL of the next page, or "" on the last page.
+	NextLink string
+}
+
+// NewListFilesPager lists the session's files: GET {endpoint}/files
+// [?path=dir][&recursive=true] (2024-10-02-preview and later) or the legacy
+// GET {endpoint}/files, following nextLink. It does no I/O until NextPage;
+// invalid options (ErrInvalidFileName, ErrUnsupported) and the identifier
+// (ErrInvalidIdentifier) are reported by the first NextPage before any I/O.
+func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[ListFilesResponse] {
+	const op = "Session.NewListFilesPager"
+	if options == nil {
+		options = &ListFilesOptions{}
+	}
+	return runtime.NewPager(runtime.PagingHandler[ListFilesResponse]{
+		More: func(page ListFilesResponse) bool { return page.NextLink != "" },
+		Fetcher: func(ctx context.Context, page *ListFilesResponse) (ListFilesResponse, error) {
+			if err := s.validate(); err != nil {
+				return ListFilesResponse{}, err
+			}
+			dir, err := relativeDir(options.Path)
+			if err != nil {
+				return ListFilesResponse{}, err
+			}
+			legacy := s.client.features.Legacy
+			if legacy && dir != "" {
+				return ListFilesResponse{}, fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+			}
+			if options.Recursive && !s.client.features.Recursive {
+				return ListFilesResponse{}, fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+			}
+			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
+			var nextLink string
+			if page != nil {
+				nextLink = page.NextLink
+			}
+			resp, err := runtime.FetcherForNextLink(ctx, s.client.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
+				q := url.Values{}
+				if dir != "" {
+					q.Set("path", dir)
+				}
+				if options.Recursive {
+					q.Set("recursive", "true")
+				}
+				return s.client.newRequest(ctx, http.MethodGet, "files", s.identifier, q)
+			}, nil)
+			if err != nil {
+				return ListFilesResponse{}, wrapAuthError(err)
+			}
+			if legacy {
+				var w wire.LegacyFileList
+				if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+					return ListFilesResponse{}, err
+				}
+				out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
+				for _, e := range w.Value {
+					out.Files = append(out.Files, fileFromLegacy(e.Properties))
+				}
+				return out, nil
+			}
+			var w wire.FileList
+			if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+				return ListFilesResponse{}, err
+			}
+			out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
+			for _, f := range w.Value {
+				out.Files = append(out.Files, fileFromWire(f, dir))
+			}
+			if w.NextLink != nil {
+				out.NextLink = *w.NextLink
+			}
+			return out, nil
+		},
+		Tracer: s.client.internal.Tracer(),
+	})
+}
+
+// GetFileOptions contains the optional parameters of Session.GetFile.
+type GetFileOptions struct {
+	// for future use
+}
+
+// GetFileResponse is the answer of Session.GetFile.
+type GetFileResponse struct {
+	File
+}
+
+// GetFile returns one file's metadata: GET {endpoint}/files/{name}[?path=dir]
+// (2024-10-02-preview and later) or the legacy GET {endpoint}/files/{name}.
+// name is as for UploadFile. A missing file gives an *azcore.ResponseError
+// with status 404.
+func (s *Session) GetFile(ctx context.Context, name string, options *GetFileOptions) (GetFileResponse, error) {
+	const op = "Session.GetFile"
+	var err error
+	if err = s.validate(); err != nil {
+		return GetFileResponse{}, err
+	}
+	route, q, err := s.fileRoute(name, "")
+	if err != nil {
+		return GetFileResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodGet, route, s.identifier, q)
+	if err != nil {
+		return GetFileResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK)
+	if err != nil {
+		return GetFileResponse{}, err
+	}
+	if s.client.features.Legacy {
+		var w wire.LegacyFileList
+		if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+			return GetFileResponse{}, err
+		}
+		if len(w.Value) == 0 {
+			return GetFileResponse{}, errors.New("azsessions: the answer lists no file")
+		}
+		return GetFileResponse{File: fileFromLegacy(w.Value[0].Properties)}, nil
+	}
+	var w wire.File
+	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return GetFileResponse{}, err
+	}
+	dir, _, _ := splitFileName(name)
+	return GetFileResponse{File: fileFromWire(w, dir)}, nil
+}
+
+// DownloadFileOptions contains the optional parameters of Session.DownloadFile.
+type DownloadFileOptions struct {
+	// for future use
+}
+
+// DownloadFileResponse is the answer of Session.DownloadFile. The caller must
+// close Body.
+type DownloadFileResponse struct {
+	// Body streams the file's bytes.
+	Body io.ReadCloser
+	// ContentLength in bytes, or -1 when the service did not say.
+	ContentLength int64
+	// ContentType the service reported.
+	ContentType string
+}
+
+// DownloadFile streams a file's content: GET
+// {endpoint}/files/{name}/content[?path=dir] (2024-10-02-preview and later)
+// or the legacy GET {endpoint}/files/content/{name}. name is as for
+// UploadFile. The body is not buffered: read it and close it. A missing file
+// gives an *azcore.ResponseError with status 404. See DownloadFileToPath for
+// saving to disk safely.
+func (s *Session) DownloadFile(ctx context.Context, name string, options *DownloadFileOptions) (DownloadFileResponse, error) {
+	const op = "Session.DownloadFile"
+	var err error
+	if err = s.validate(); err != nil {
+		return DownloadFileResponse{}, err
+	}
+	route, q, err := s.fileRoute(name, "content")
+	if err != nil {
+		return DownloadFileResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodGet, route, s.identifier, q)
+	if err != nil {
+		return DownloadFileResponse{}, err
+	}
+	req.Raw().Header.Set("Accept", "*/*")
+	runtime.SkipBodyDownload(req)
+	resp, err := s.client.do(req, http.StatusOK)
+	if err != nil {
+		return DownloadFileResponse{}, err
+	}
+	return DownloadFileResponse{Body: resp.Body, ContentLength: resp.ContentLength, ContentType: resp.Header.Get("Content-Type")}, nil
+}
+
+// DownloadFileToPathOptions contains the optional parameters of Session.DownloadFileToPath.
+type DownloadFileToPathOptions struct {
+	// Overwrite replaces an existing file at the local path. Without it an
+	// existing file is an error matching os.ErrExist and is left untouched.
+	Overwrite bool
+	// Perm is the new file's mode; default 0o644.
+	Perm os.FileMode
+}
+
+// DownloadFileToPathResponse is the answer of Session.DownloadFileToPath.
+type DownloadFileToPathResponse struct {
+	// Path is the local file written.
+	Path string
+	// Size is the number of bytes written.
+	Size int64
+	// ContentType the service reported.
+	ContentType string
+}
+
+// DownloadFileToPath downloads the file name (as for DownloadFile) to
+// localPath atomically: the bytes go to a temporary file in the same
+// directory, which is synced and renamed over localPath only when the whole
+// body arrived (its length checked against Content-Length). On any failure the
+// temporary file is removed and localPath keeps its previous content.
+func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string, options *DownloadFileToPathOptions) (DownloadFileToPathResponse, error) {
+	if options == nil {
+		options = &DownloadFileToPathOptions{}
+	}
+	if localPath == "" {
+		return DownloadFileToPathResponse{}, errors.New("azsessions: local path is empty")
+	}
+	perm := options.Perm
+	if perm == 0 {
+		perm = 0o644
+	}
+	if !options.Overwrite {
+		if _, err := os.Lstat(localPath); err == nil {
+			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: %s: %w", localPath, os.ErrExist)
+		}
+	}
+	resp, err := s.DownloadFile(ctx, name, nil)
+	if err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	defer resp.Body.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(localPath), "."+filepath.Base(localPath)+".*.part")
+	if err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	n, err := io.Copy(tmp, resp.Body)
+	if err != nil {
+		return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: download interrupted after %d bytes: %w", n, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: download incomplete: got %d of %s bytes", n, strconv.FormatInt(resp.ContentLength, 10))
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	if err = tmp.Sync(); err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	if err = tmp.Close(); err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	if options.Overwrite {
+		err = os.Rename(tmp.Name(), localPath)
+	} else {
+		// link fails if localPath appeared meanwhile: never overwrite silently
+		if err = os.Link(tmp.Name(), localPath); err == nil {
+			os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	ok = true
+	return DownloadFileToPathResponse{Path: localPath, Size: n, ContentType: resp.ContentType}, nil
+}
+
+// DeleteFileOptions contains the optional parameters of Session.DeleteFile.
+type DeleteFileOptions struct {
+	// for future use
+}
+
+// DeleteFileResponse is the answer of Session.DeleteFile.
+type DeleteFileResponse struct {
+	// for future use
+}
+
+// DeleteFile deletes a file: DELETE {endpoint}/files/{name}[?path=dir] (204;
+// 2024-10-02-preview and later) or the legacy DELETE {endpoint}/files/{name}
+// (200). name is as for UploadFile. A missing file gives an
+// *azcore.ResponseError with status 404.
+func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFileOptions) (DeleteFileResponse, error) {
+	const op = "Session.DeleteFile"
+	var err error
+	if err = s.validate(); err != nil {
+		return DeleteFileResponse{}, err
+	}
+	route, q, err := s.fileRoute(name, "")
+	if err != nil {
+		return DeleteFileResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodDelete, route, s.identifier, q)
+	if err != nil {
+		return DeleteFileResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK, http.StatusNoContent)
+	if err != nil {
+		return DeleteFileResponse{}, err
+	}
+	runtime.Drain(resp)
+	return DeleteFileResponse{}, nil
+}

@@ -1,0 +1,85 @@
+// Package kernel defines the contract between the emulator's HTTP handler and
+// the things that run code: the bubblewrap sandbox (internal/sandbox) and
+// scripted executors for tests. The emulator package re-exports these types.
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Request is one execution handed to a Kernel.
+type Request struct {
+	// Code is the Python source of the cell.
+	Code string
+	// Timeout bounds the execution; the kernel interrupts the code when it passes.
+	Timeout time.Duration
+	// OutputMaxLength caps stdout and stderr, each, in characters. A kernel must
+	// not buffer much more than this however much the code prints.
+	OutputMaxLength int
+}
+
+// Status is the outcome of an execution.
+type Status string
+
+// Outcomes of an execution.
+const (
+	Succeeded Status = "Succeeded"
+	Failed    Status = "Failed"
+	Canceled  Status = "Canceled"
+)
+
+// Result is what a Kernel answers.
+type Result struct {
+	Status Status
+	Stdout string
+	Stderr string
+	// Value is the JSON of the cell's last expression: a number, a string, null,
+	// the image object {"type":"image","format":"png","base64_data":...}, or the
+	// empty JSON string "" when the cell has no last expression. Nil means "".
+	Value json.RawMessage
+	// Duration is how long the code ran.
+	Duration time.Duration
+	// StdoutTruncated and StderrTruncated say the stream was cut at OutputMaxLength.
+	StdoutTruncated, StderrTruncated bool
+	// TimedOut says the execution passed its timeout; Restarted says the kernel
+	// had to be killed and started again (its variables are gone).
+	TimedOut, Restarted bool
+}
+
+// Kernel is one session's long-lived interpreter. Execute is never called
+// concurrently on one Kernel (the handler queues executions per session).
+type Kernel interface {
+	// DataDir is the host directory that the kernel sees as /mnt/data. The
+	// handler stores the session's files there.
+	DataDir() string
+	// Execute runs one cell. A Python error is a Result with Status Failed, not
+	// an error; an error means the kernel itself is broken.
+	Execute(ctx context.Context, req Request) (Result, error)
+	// Close stops the kernel and removes its data directory.
+	Close() error
+}
+
+// Executor starts kernels. It may keep a few ready so that NewKernel is fast.
+type Executor interface {
+	// NewKernel returns a kernel with a fresh, empty data directory.
+	NewKernel(ctx context.Context) (Kernel, error)
+	// Info describes the runtime for GET metadata and for logs.
+	Info() Info
+	// Close stops every kernel the executor started and removes their data.
+	Close() error
+}
+
+// Info describes an executor's runtime.
+type Info struct {
+	// Interpreter is the path of the Python interpreter ("" for scripted executors).
+	Interpreter string
+	// PythonVersion such as "3.11.2".
+	PythonVersion string
+	// Packages maps the name of a found package (ipython, numpy, pandas,
+	// matplotlib) to its version.
+	Packages map[string]string
+	// Sandbox names the isolation: "bubblewrap", "none" or "scripted".
+	Sandbox string
+}

@@ -1,0 +1,238 @@
+package wire
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Status words of both generations.
+const (
+	LegacySuccess = "Success"
+	LegacyFailure = "Failure"
+
+	StatusNotStarted = "NotStarted"
+	StatusRunning    = "Running"
+	StatusSucceeded  = "Succeeded"
+	StatusFailed     = "Failed"
+	StatusCanceled   = "Canceled"
+)
+
+// Enum values sent by the client. The service compares them case-insensitively.
+const (
+	CodeInputInline       = "Inline"
+	ExecutionSynchronous  = "Synchronous"
+	ExecutionAsynchronous = "Asynchronous"
+)
+
+// DataDir is the session's data directory.
+const DataDir = "/mnt/data"
+
+// LegacyExecuteRequest is the body of POST code/execute (2024-02-02-preview,
+// 2024-08-02-preview).
+type LegacyExecuteRequest struct {
+	Properties *LegacyExecuteProperties `json:"properties"`
+}
+
+// LegacyExecuteProperties is the inside of LegacyExecuteRequest.
+type LegacyExecuteProperties struct {
+	CodeInputType    string `json:"codeInputType"`
+	ExecutionType    string `json:"executionType"`
+	Code             string `json:"code"`
+	TimeoutInSeconds int32  `json:"timeoutInSeconds,omitempty"`
+	Identifier       string `json:"identifier,omitempty"`
+}
+
+// LegacyExecuteResponse is the answer of POST code/execute.
+type LegacyExecuteResponse struct {
+	ID         string                   `json:"$id,omitempty"`
+	Properties LegacyExecuteResultProps `json:"properties"`
+}
+
+// LegacyExecuteResultProps is the inside of LegacyExecuteResponse. Some
+// captures name the value executionResult instead of result; both are read.
+type LegacyExecuteResultProps struct {
+	ID                          string          `json:"$id,omitempty"`
+	Status                      string          `json:"status"`
+	Stdout                      string          `json:"stdout"`
+	Stderr                      string          `json:"stderr"`
+	Result                      json.RawMessage `json:"result"`
+	ExecutionResult             json.RawMessage `json:"executionResult,omitempty"`
+	ExecutionTimeInMilliseconds *int64          `json:"executionTimeInMilliseconds"`
+}
+
+// ExecuteRequest is the body of POST executions (2024-10-02-preview and later).
+type ExecuteRequest struct {
+	CodeInputType          string `json:"codeInputType,omitempty"`
+	ExecutionType          string `json:"executionType,omitempty"`
+	Code                   string `json:"code"`
+	TimeoutInSeconds       int32  `json:"timeoutInSeconds"`
+	OutputStreamsMaxLength *int32 `json:"outputStreamsMaxLength,omitempty"`
+
+	// Properties is set only by old clients that send the legacy wrapper to
+	// executions; 2025-10-02-preview rejects it with SessionPropertiesMissing.
+	Properties json.RawMessage `json:"properties,omitempty"`
+}
+
+// ExecuteResponse is the SessionCodeExecutionResource of the new contract.
+type ExecuteResponse struct {
+	ID            string         `json:"id"`
+	Identifier    string         `json:"identifier"`
+	ExecutionType string         `json:"executionType,omitempty"`
+	Status        string         `json:"status"`
+	Result        *ExecuteResult `json:"result,omitempty"`
+	Error         *ErrorResponse `json:"error,omitempty"`
+}
+
+// ExecuteResult is the result object of ExecuteResponse.
+type ExecuteResult struct {
+	Stdout                      string          `json:"stdout"`
+	Stderr                      string          `json:"stderr"`
+	ExecutionResult             json.RawMessage `json:"executionResult"`
+	ExecutionTimeInMilliseconds *int64          `json:"executionTimeInMilliseconds"`
+}
+
+// Image is the shape of an image result (api.md §9).
+type Image struct {
+	Type       string `json:"type"`
+	Format     string `json:"format"`
+	Base64Data string `json:"base64_data"`
+}
+
+// LegacyFileList is the answer of GET files and POST files/upload on the
+// legacy contract.
+type LegacyFileList struct {
+	ID    string            `json:"$id,omitempty"`
+	Value []LegacyFileEntry `json:"value"`
+}
+
+// LegacyFileEntry is one legacy file entry.
+type LegacyFileEntry struct {
+	ID         string          `json:"$id,omitempty"`
+	Properties LegacyFileProps `json:"properties"`
+}
+
+// LegacyFileProps is the inside of LegacyFileEntry.
+type LegacyFileProps struct {
+	ID               string    `json:"$id,omitempty"`
+	Filename         string    `json:"filename"`
+	Size             int64     `json:"size"`
+	LastModifiedTime time.Time `json:"lastModifiedTime"`
+}
+
+// File is a SessionResourceFile of the new contract.
+type File struct {
+	ID             string    `json:"$id,omitempty"`
+	Name           string    `json:"name"`
+	Directory      *string   `json:"directory,omitempty"`
+	Type           string    `json:"type"`
+	ContentType    string    `json:"contentType,omitempty"`
+	SizeInBytes    int64     `json:"sizeInBytes"`
+	LastModifiedAt time.Time `json:"lastModifiedAt"`
+}
+
+// FileList is the answer of GET files on the new contract.
+type FileList struct {
+	Value    []File  `json:"value"`
+	NextLink *string `json:"nextLink"`
+}
+
+// File type words. The service mixes cases; compare with strings.EqualFold.
+const (
+	FileTypeFile      = "File"
+	FileTypeDirectory = "directory"
+)
+
+// IsDirectoryType reports whether a file type word names a directory.
+func IsDirectoryType(t string) bool { return strings.EqualFold(t, FileTypeDirectory) }
+
+// Session is the Session resource of the management routes. Custom-container
+// pools spell expireAt as expiresAt; both are read.
+type Session struct {
+	Identifier     string     `json:"identifier"`
+	CreatedAt      *time.Time `json:"createdAt,omitempty"`
+	LastAccessedAt *time.Time `json:"lastAccessedAt,omitempty"`
+	ExpireAt       *time.Time `json:"expireAt,omitempty"`
+	ExpiresAt      *time.Time `json:"expiresAt,omitempty"`
+	ETag           string     `json:"etag,omitempty"`
+}
+
+// Expiry returns expireAt, or expiresAt when only that is set.
+func (s Session) Expiry() *time.Time {
+	if s.ExpireAt != nil {
+		return s.ExpireAt
+	}
+	return s.ExpiresAt
+}
+
+// SessionList is the answer of GET listSessions; custom-container pools answer
+// with value and count instead of sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions,omitempty"`
+	Value    []Session `json:"value,omitempty"`
+	Count    *int64    `json:"count,omitempty"`
+	NextLink *string   `json:"nextLink,omitempty"`
+}
+
+// Items returns sessions, or value when only that is set.
+func (l SessionList) Items() []Session {
+	if l.Sessions != nil {
+		return l.Sessions
+	}
+	return l.Value
+}
+
+// NameVersion is a runtime or package entry of Metadata.
+type NameVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// JupyterKernel describes the pool's kernel in Metadata.
+type JupyterKernel struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	ProjectURL  string `json:"projectUrl,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// Metadata is the answer of GET metadata.
+type Metadata struct {
+	Runtimes             []NameVersion  `json:"runtimes"`
+	PreInstalledPackages []NameVersion  `json:"preInstalledPackages"`
+	CreatedAt            *time.Time     `json:"createdAt,omitempty"`
+	LastUpdatedAt        *time.Time     `json:"lastUpdatedAt,omitempty"`
+	JupyterKernel        *JupyterKernel `json:"jupyterKernel,omitempty"`
+}
+
+// ErrorResponse is the Azure Core error shape.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of ErrorResponse.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Target  string `json:"target,omitempty"`
+	TraceID string `json:"traceId,omitempty"`
+}
+
+// Error codes the service uses.
+const (
+	CodeSessionRequestValidationFailed = "SessionRequestValidationFailed"
+	CodeSessionPropertiesMissing       = "SessionPropertiesMissing"
+	CodeSessionWithIdentifierNotFound  = "SessionWithIdentifierNotFound"
+)
+
+// ErrorCodeHeader is the response header that carries the error code.
+const ErrorCodeHeader = "x-ms-error-code"
+
+// Limits of the service (api.md §11).
+const (
+	MaxExecutionSeconds    = 220
+	MaxUploadBytes         = 128 << 20 // 128 MiB
+	DefaultOutputMaxLength = 4096
+	DefaultCooldownSeconds = 300
+	DefaultMaxSessions     = 600
+)

@@ -1,0 +1,348 @@
+package azsessions
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+// Session is one session of the pool, named by its identifier. A session is
+// created by the service on the first request that names its identifier and
+// ends when it has been idle for the pool's cooldown period (300–3600 s);
+// after that the same identifier gets a fresh session without variables or
+// files. A Session is a cheap value: it holds no connection and is safe for
+// concurrent use (the service queues concurrent executions on one session).
+//
+// Anyone who knows an identifier can use its session: treat it as a secret.
+// The client never logs it nor puts it in an error message.
+type Session struct {
+	client     *Client
+	identifier string
+}
+
+// Session returns the session named identifier. The identifier is checked
+// against the api-version's rule by every operation (errors wrap
+// ErrInvalidIdentifier), not here.
+func (c *Client) Session(identifier string) *Session {
+	return &Session{client: c, identifier: identifier}
+}
+
+// NewSession returns a session with a fresh random identifier (a UUIDv4 from
+// crypto/rand, valid under every api-version's rule). Nothing is sent: the
+// service creates the session on its first use.
+func (c *Client) NewSession() *Session {
+	return c.Session(newUUID())
+}
+
+// Identifier returns the session's identifier.
+func (s *Session) Identifier() string { return s.identifier }
+
+// Client returns the client the session belongs to.
+func (s *Session) Client() *Client { return s.client }
+
+func (s *Session) validate() error {
+	if err := wire.ValidateIdentifier(s.client.version, s.identifier); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIdentifier, err)
+	}
+	return nil
+}
+
+// newUUID returns a random UUID version 4 in its canonical text form.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// SessionProperties describes a session (the Session resource).
+type SessionProperties struct {
+	// Identifier of the session.
+	Identifier string
+	// CreatedAt is when the session was allocated.
+	CreatedAt time.Time
+	// LastAccessedAt is the last call that named the session.
+	LastAccessedAt time.Time
+	// ExpiresAt is LastAccessedAt plus the pool's cooldown: the session and its
+	// files are gone after it unless another call slides it. Read from expireAt
+	// (code-interpreter pools) or expiresAt (custom-container pools).
+	ExpiresAt time.Time
+	// ETag identifies the container behind the session.
+	ETag string
+}
+
+func sessionFromWire(w wire.Session) SessionProperties {
+	p := SessionProperties{Identifier: w.Identifier, ETag: w.ETag}
+	if w.CreatedAt != nil {
+		p.CreatedAt = *w.CreatedAt
+	}
+	if w.LastAccessedAt != nil {
+		p.LastAccessedAt = *w.LastAccessedAt
+	}
+	if e := w.Expiry(); e != nil {
+		p.ExpiresAt = *e
+	}
+	return p
+}
+
+// GetSessionOptions contains the optional parameters of Session.Get.
+type GetSessionOptions struct {
+	// for future use
+}
+
+// GetSessionResponse is the answer of Session.Get.
+type GetSessionResponse struct {
+	SessionProperties
+}
+
+// Get returns the session's properties: GET {endpoint}/session
+// (api-version 2025-02-02-preview and later; earlier versions give an error
+// wrapping ErrUnsupported before any I/O). The call slides the session's
+// expiry like any other. A session that does not exist (never used, expired
+// or deleted) gives an *azcore.ResponseError with ErrorCode
+// SessionWithIdentifierNotFound (HTTP 400; some pools answer 404).
+func (s *Session) Get(ctx context.Context, options *GetSessionOptions) (GetSessionResponse, error) {
+	const op = "Session.Get"
+	var err error
+	if err = s.client.requireSessionManagement(op); err != nil {
+		return GetSessionResponse{}, err
+	}
+	if err = s.validate(); err != nil {
+		return GetSessionResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodGet, "session", s.identifier, nil)
+	if err != nil {
+		return GetSessionResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK)
+	if err != nil {
+		return GetSessionResponse{}, err
+	}
+	var w wire.Session
+	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return GetSessionResponse{}, err
+	}
+	return GetSessionResponse{SessionProperties: sessionFromWire(w)}, nil
+}
+
+// DeleteSessionOptions contains the optional parameters of Session.Delete.
+type DeleteSessionOptions struct {
+	// for future use
+}
+
+// DeleteSessionResponse is the answer of Session.Delete.
+type DeleteSessionResponse struct {
+	// for future use
+}
+
+// Delete ends the session at once, with its variables and files: DELETE
+// {endpoint}/session (204; api-version 2025-02-02-preview and later, earlier
+// versions give ErrUnsupported before any I/O). Deleting a session that does
+// not exist gives an *azcore.ResponseError (SessionWithIdentifierNotFound).
+func (s *Session) Delete(ctx context.Context, options *DeleteSessionOptions) (DeleteSessionResponse, error) {
+	const op = "Session.Delete"
+	var err error
+	if err = s.client.requireSessionManagement(op); err != nil {
+		return DeleteSessionResponse{}, err
+	}
+	if err = s.validate(); err != nil {
+		return DeleteSessionResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodDelete, "session", s.identifier, nil)
+	if err != nil {
+		return DeleteSessionResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK, http.StatusNoContent)
+	if err != nil {
+		return DeleteSessionResponse{}, err
+	}
+	runtime.Drain(resp)
+	return DeleteSessionResponse{}, nil
+}
+
+// StopSessionOptions contains the optional parameters of Session.Stop.
+type StopSessionOptions struct {
+	// for future use
+}
+
+// StopSessionResponse is the answer of Session.Stop.
+type StopSessionResponse struct {
+	// Message is the service's text/plain answer (may be empty).
+	Message string
+}
+
+// Stop stops the session's container: POST {endpoint}/.management/stopSession
+// (200 text/plain; api-version 2025-10-02-preview only, others give
+// ErrUnsupported before any I/O). An unknown session gives an
+// *azcore.ResponseError (SessionWithIdentifierNotFound).
+func (s *Session) Stop(ctx context.Context, options *StopSessionOptions) (StopSessionResponse, error) {
+	const op = "Session.Stop"
+	var err error
+	if !s.client.features.StopSession {
+		return StopSessionResponse{}, fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
+	}
+	if err = s.validate(); err != nil {
+		return StopSessionResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.client.newRequest(ctx, http.MethodPost, ".management/stopSession", s.identifier, nil)
+	if err != nil {
+		return StopSessionResponse{}, err
+	}
+	req.Raw().Header.Set("Accept", "text/plain, application/json")
+	resp, err := s.client.do(req, http.StatusOK, http.StatusNoContent)
+	if err != nil {
+		return StopSessionResponse{}, err
+	}
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return StopSessionResponse{}, err
+	}
+	return StopSessionResponse{Message: string(body)}, nil
+}
+
+// ListSessionsOptions contains the optional parameters of NewListSessionsPager.
+type ListSessionsOptions struct {
+	// Skip is the number of sessions to skip before the first page.
+	Skip int32
+}
+
+// ListSessionsResponse is one page of NewListSessionsPager.
+type ListSessionsResponse struct {
+	// Sessions of this page (read from "sessions", or "value" on custom-container pools).
+	Sessions []SessionProperties
+	// NextLink is the URL of the next page, or "" on the last page.
+	NextLink string
+}
+
+// NewListSessionsPager lists the pool's live sessions: GET
+// {endpoint}/listSessions[?skip=N] (api-version 2025-02-02-preview and later),
+// following nextLink. It does no I/O until NextPage; on an older api-version
+// the first NextPage returns an error wrapping ErrUnsupported.
+func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pager[ListSessionsResponse] {
+	const op = "Client.NewListSessionsPager"
+	if options == nil {
+		options = &ListSessionsOptions{}
+	}
+	return runtime.NewPager(runtime.PagingHandler[ListSessionsResponse]{
+		More: func(page ListSessionsResponse) bool { return page.NextLink != "" },
+		Fetcher: func(ctx context.Context, page *ListSessionsResponse) (ListSessionsResponse, error) {
+			if err := c.requireSessionManagement(op); err != nil {
+				return ListSessionsResponse{}, err
+			}
+			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
+			var nextLink string
+			if page != nil {
+				nextLink = page.NextLink
+			}
+			resp, err := runtime.FetcherForNextLink(ctx, c.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
+				q := url.Values{}
+				if options.Skip > 0 {
+					q.Set("skip", strconv.Itoa(int(options.Skip)))
+				}
+				return c.newRequest(ctx, http.MethodGet, "listSessions", "", q)
+			}, nil)
+			if err != nil {
+				return ListSessionsResponse{}, wrapAuthError(err)
+			}
+			var w wire.SessionList
+			if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+				return ListSessionsResponse{}, err
+			}
+			out := ListSessionsResponse{Sessions: make([]SessionProperties, 0, len(w.Items()))}
+			for _, s := range w.Items() {
+				out.Sessions = append(out.Sessions, sessionFromWire(s))
+			}
+			if w.NextLink != nil {
+				out.NextLink = *w.NextLink
+			}
+			return out, nil
+		},
+		Tracer: c.internal.Tracer(),
+	})
+}
+
+// GetMetadataOptions contains the optional parameters of Client.GetMetadata.
+type GetMetadataOptions struct {
+	// for future use
+}
+
+// NameVersion is a runtime or package with its version.
+type NameVersion struct {
+	Name    string
+	Version string
+}
+
+// Metadata describes what the pool's sessions run.
+type Metadata struct {
+	// Runtimes such as {python 3.12.4}.
+	Runtimes []NameVersion
+	// PreInstalledPackages such as {numpy 2.1.0}.
+	PreInstalledPackages []NameVersion
+	// KernelName, KernelVersion and KernelDescription describe the Jupyter kernel.
+	KernelName, KernelVersion, KernelDescription string
+	// CreatedAt and LastUpdatedAt of the pool image (zero when not given).
+	CreatedAt, LastUpdatedAt time.Time
+}
+
+// GetMetadataResponse is the answer of Client.GetMetadata.
+type GetMetadataResponse struct {
+	Metadata
+}
+
+// GetMetadata returns the pool's runtimes, pre-installed packages and kernel:
+// GET {endpoint}/metadata (api-version 2025-02-02-preview and later, earlier
+// versions give ErrUnsupported before any I/O).
+func (c *Client) GetMetadata(ctx context.Context, options *GetMetadataOptions) (GetMetadataResponse, error) {
+	const op = "Client.GetMetadata"
+	var err error
+	if err = c.requireSessionManagement(op); err != nil {
+		return GetMetadataResponse{}, err
+	}
+	ctx, end := c.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := c.newRequest(ctx, http.MethodGet, "metadata", "", nil)
+	if err != nil {
+		return GetMetadataResponse{}, err
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return GetMetadataResponse{}, err
+	}
+	var w wire.Metadata
+	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return GetMetadataResponse{}, err
+	}
+	m := Metadata{}
+	for _, r := range w.Runtimes {
+		m.Runtimes = append(m.Runtimes, NameVersion(r))
+	}
+	for _, p := range w.PreInstalledPackages {
+		m.PreInstalledPackages = append(m.PreInstalledPackages, NameVersion(p))
+	}
+	if k := w.JupyterKernel; k != nil {
+		m.KernelName, m.KernelVersion, m.KernelDescription = k.Name, k.Version, k.Description
+	}
+	if w.CreatedAt != nil {
+		m.CreatedAt = *w.CreatedAt
+	}
+	if w.LastUpdatedAt != nil {
+		m.LastUpdatedAt = *w.LastUpdatedAt
+	}
+	return GetMetadataResponse{Metadata: m}, nil
+}
