@@ -633,5 +633,5 @@ func (p *executionPoller) Result(ctx context.Context, out *ExecuteResponse) erro
 // compile-time checks
 var (
 	_ runtime.PollingHandler[ExecuteResponse] = (*executionPoller)(nil)
-	_ = azcore.ResponseError{}
+	_                                         = azcore.ResponseError{}
 )
