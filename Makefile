@@ -1,0 +1,46 @@
+# azsessions: the two commands of the README.
+#   make demo   installs what the emulator needs (Debian/Ubuntu) and runs the quickstart
+#   make test   installs the same and runs every module's tests (-race, go vet)
+GO ?= go
+# Modules of the repository (see go.work).
+MODULES := . ./cmd/azsessions-mcp ./examples/agent
+# Debian packages the sandboxed emulator uses.
+DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pandas python3-matplotlib python3-tz
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BENCHTIME ?= 1x
+
+.PHONY: demo test deps vet bench bench-short emulator
+
+demo: deps
+	$(GO) run ./examples/quickstart
+
+test: deps vet
+	@set -e; for m in $(MODULES); do \
+		echo "== go test -race $$m"; \
+		(cd $$m && AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 15m ./...); \
+	done
+	@echo "== benchmarks compile and run once"
+	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+
+vet:
+	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && $(GO) vet ./...); done
+
+# deps installs the Debian packages when one is missing (with sudo when not root).
+deps:
+	@if command -v dpkg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+		missing=""; \
+		for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+		if [ -n "$$missing" ]; then \
+			echo "== installing$$missing"; \
+			$(SUDO) apt-get update -qq && \
+			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		fi; \
+	else \
+		echo "not a Debian/Ubuntu system: install bubblewrap and python3 with IPython, numpy, pandas, matplotlib and pytz by hand (see README)"; \
+	fi
+
+emulator: deps
+	$(GO) run ./cmd/azsessions-emulator
+
+bench: deps
+	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt

@@ -1,0 +1,67 @@
+// Package azsessions is a client for the pool management endpoint of Azure
+// Container Apps dynamic sessions: sandboxed Python sessions (the code
+// interpreter) that LLM agents use to run code they write.
+//
+// # Getting started
+//
+// A Client talks to one session pool. Create it with a credential from
+// azidentity (the caller needs the "Azure ContainerApps Session Executor"
+// role on the pool) or, for the local emulator, without one:
+//
+//	cred, _ := azidentity.NewDefaultAzureCredential(nil)
+//	client, err := azsessions.NewClient(os.Getenv("AZURE_POOL_MANAGEMENT_ENDPOINT"), cred, nil)
+//
+// A Session is named by an identifier; the service creates it on first use
+// and deletes it, with its variables and files, after the pool's cooldown
+// (300 to 3600 s without a call). NewSession picks a fresh random identifier:
+//
+//	session := client.NewSession()
+//	resp, err := session.Execute(ctx, "6 * 7", nil)
+//	// resp.Status == azsessions.ExecutionStatusSucceeded, string(resp.Result) == "42"
+//
+// A program that fails is data, not a Go error: resp.Status is
+// ExecutionStatusFailed and resp.Stderr holds the traceback, so an agent can
+// read it and fix its code. resp.Err() converts it to an error on demand.
+//
+// Files live under /mnt/data in the session: UploadFile, NewListFilesPager,
+// GetFile, DownloadFile (streaming), DownloadFileToPath (atomic) and
+// DeleteFile. Session management (Session.Get, Session.Delete, Session.Stop,
+// Client.NewListSessionsPager, Client.GetMetadata) needs api-version
+// 2025-02-02-preview or later.
+//
+// # API versions
+//
+// The service has two wire contracts. The legacy one (2024-02-02-preview,
+// 2024-08-02-preview) uses code/execute and properties-wrapped bodies; the
+// executions contract (2024-10-02-preview, 2025-02-02-preview and the
+// default 2025-10-02-preview) uses executions and flat bodies. The client
+// speaks both behind the same types; pick one with ClientOptions.APIVersion.
+// An operation or option a version lacks fails before any I/O with an error
+// matching ErrUnsupported.
+//
+// # Errors and retries
+//
+// Input errors are returned before any I/O and wrap ErrInvalidIdentifier,
+// ErrInvalidFileName, ErrUnsupported or ErrFileTooLarge. Service errors are
+// *azcore.ResponseError (status code and the service's error code); 401 and
+// 403 come as *AuthError, which wraps it and says what usually causes them.
+//
+// File operations use azcore's retry policy (429, 408 and 5xx, with
+// Retry-After honoured). Execute is not idempotent, so it never runs code
+// twice: it is retried only when the service provably did not run it, and
+// when an answer is lost it looks the execution up by its operation-id
+// (executions contract) before deciding; otherwise it returns an error
+// matching ErrExecutionOutcomeUnknown.
+//
+// # Secrets
+//
+// An identifier gives access to its session. The client never logs it (azcore
+// redacts the identifier query parameter) and never puts it in an error
+// message; tokens are handled by azcore's bearer-token policy.
+//
+// # Testing
+//
+// Package azsessionstest serves the same API in-process with a scripted or a
+// sandboxed Python executor and hands back a ready *Client; the binary
+// cmd/azsessions-emulator serves it on loopback for any client.
+package azsessions

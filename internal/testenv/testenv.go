@@ -1,0 +1,42 @@
+// Package testenv decides whether tests that need the sandbox (bubblewrap and
+// Debian's python3 with IPython, pandas and matplotlib) can run here.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// RequireSandboxEnv is the environment variable that turns a missing sandbox
+// from a skip into a failure (CI and `make test` set it to 1).
+const RequireSandboxEnv = "AZSESSIONS_REQUIRE_SANDBOX"
+
+// Python is the interpreter the sandboxed tests use.
+const Python = "/usr/bin/python3"
+
+// NeedSandbox skips t when bwrap or Python with the given modules is missing,
+// or fails it when AZSESSIONS_REQUIRE_SANDBOX=1.
+func NeedSandbox(t testing.TB, modules ...string) {
+	t.Helper()
+	missing := ""
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		missing = "bwrap (Debian package bubblewrap)"
+	} else if _, err := os.Stat(Python); err != nil {
+		missing = Python
+	} else {
+		for _, m := range modules {
+			if err := exec.Command(Python, "-c", "import "+m).Run(); err != nil {
+				missing = "the Python module " + m + " for " + Python
+				break
+			}
+		}
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv(RequireSandboxEnv) == "1" {
+		t.Fatalf("%s is missing and %s=1; run `make test` (it installs bubblewrap, python3-ipython, python3-pandas, python3-matplotlib, python3-tz)", missing, RequireSandboxEnv)
+	}
+	t.Skipf("skipping: %s is missing (set %s=1 to fail instead)", missing, RequireSandboxEnv)
+}
