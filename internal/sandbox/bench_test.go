@@ -1,0 +1,120 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+)
+
+func benchExecutor(b *testing.B, ready int) *Executor {
+	b.Helper()
+	requireSandbox(b, true)
+	e, err := New(Options{Ready: ready})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// waitReady waits until the pool holds n kernels.
+func waitReady(b *testing.B, e *Executor, n int) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		e.mu.Lock()
+		got := len(e.ready)
+		e.mu.Unlock()
+		if got >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.Fatal("the pool did not refill")
+}
+
+// rssBytes sums VmRSS over the processes of a kernel's cgroup (0 without one).
+func rssBytes(p *proc) int64 {
+	if p.cg == nil {
+		return 0
+	}
+	var total int64
+	seen := map[int]bool{}
+	for _, pid := range p.cg.pids() {
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+				total += kb * 1024
+			}
+		}
+	}
+	return total
+}
+
+// BenchmarkWarmExecute runs 1+1 on a started kernel. It also reports the
+// resident memory of a ready kernel (numpy, pandas and pyplot preloaded).
+func BenchmarkWarmExecute(b *testing.B) {
+	e := benchExecutor(b, 1)
+	waitReady(b, e, 1)
+	kk, err := e.NewKernel(context.Background())
+	require.NoError(b, err)
+	k := kk.(*Kernel)
+	defer k.Close()
+	rss := rssBytes(k.p)
+	req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputMaxLength: 4096}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := k.Execute(context.Background(), req)
+		if err != nil || res.Status != kernel.Succeeded {
+			b.Fatal(err, res)
+		}
+	}
+	if rss > 0 {
+		b.ReportMetric(float64(rss)/(1<<20), "MiB-rss/kernel")
+	}
+}
+
+// BenchmarkNewKernelReady takes a kernel from the pool (refilled between
+// iterations, outside the timer).
+func BenchmarkNewKernelReady(b *testing.B) {
+	e := benchExecutor(b, 1)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		waitReady(b, e, 1)
+		b.StartTimer()
+		k, err := e.NewKernel(context.Background())
+		require.NoError(b, err)
+		b.StopTimer()
+		_ = k.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkColdStart starts a kernel without a pool and runs a first cell.
+func BenchmarkColdStart(b *testing.B) {
+	e := benchExecutor(b, 0)
+	req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputMaxLength: 4096}
+	for i := 0; i < b.N; i++ {
+		k, err := e.NewKernel(context.Background())
+		require.NoError(b, err)
+		res, err := k.Execute(context.Background(), req)
+		require.NoError(b, err)
+		require.Equal(b, kernel.Succeeded, res.Status)
+		b.StopTimer()
+		_ = k.Close()
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,284 @@
+package sandbox
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgroups places each sandbox in its own cgroup with a memory and a pids limit.
+// It supports cgroup v2 (unified) and the v1 "memory" and "pids" hierarchies,
+// creating its groups below the cgroup the emulator itself runs in.
+type cgroups struct {
+	version int      // 1 or 2
+	bases   []string // executor-level group dirs (one per v1 hierarchy, one for v2)
+	memory  string   // base that holds the memory controller ("" = none)
+	pids    string   // base that holds the pids controller ("" = none)
+}
+
+// cgroupSet is one sandbox's groups.
+type cgroupSet struct {
+	dirs []string
+	v2   bool
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ownCgroups maps controller names ("" for the v2 unified hierarchy) to the
+// path of this process's cgroup.
+func ownCgroups() (map[string]string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			m[c] = parts[2]
+		}
+	}
+	return m, nil
+}
+
+// cgroupMounts maps v1 controller names, and "" for cgroup2, to mount points.
+func cgroupMounts() map[string]string {
+	m := map[string]string{}
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return m
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 4 {
+			continue
+		}
+		switch fields[2] {
+		case "cgroup2":
+			if _, ok := m[""]; !ok {
+				m[""] = fields[1]
+			}
+		case "cgroup":
+			for _, o := range strings.Split(fields[3], ",") {
+				if o == "memory" || o == "pids" {
+					m[o] = fields[1]
+				}
+			}
+		}
+	}
+	return m
+}
+
+// newCgroups creates the executor's cgroups, or returns an error saying why
+// cgroups cannot be used (the caller falls back to rlimits).
+func newCgroups() (*cgroups, error) {
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	mounts := cgroupMounts()
+	name := fmt.Sprintf("azsessions-%d-%s", os.Getpid(), randHex(4))
+	// cgroup v2 when the unified hierarchy has the controllers we need.
+	if mp, ok := mounts[""]; ok {
+		if p, ok := own[""]; ok {
+			if cg, err := newCgroupsV2(filepath.Join(mp, p), name); err == nil {
+				return cg, nil
+			}
+		}
+	}
+	cg := &cgroups{version: 1}
+	for _, ctrl := range []string{"pids", "memory"} {
+		mp, ok := mounts[ctrl]
+		if !ok {
+			continue
+		}
+		p, ok := own[ctrl]
+		if !ok {
+			continue
+		}
+		dir := filepath.Join(mp, p, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			continue
+		}
+		cg.bases = append(cg.bases, dir)
+		if ctrl == "pids" {
+			cg.pids = dir
+		} else {
+			cg.memory = dir
+		}
+	}
+	if cg.pids == "" {
+		cg.remove()
+		return nil, errors.New("no writable pids cgroup")
+	}
+	return cg, nil
+}
+
+func newCgroupsV2(parent, name string) (*cgroups, error) {
+	ctrls, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
+	if err != nil {
+		return nil, err
+	}
+	has := map[string]bool{}
+	for _, c := range strings.Fields(string(ctrls)) {
+		has[c] = true
+	}
+	if !has["pids"] {
+		return nil, errors.New("cgroup v2 without the pids controller")
+	}
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cg := &cgroups{version: 2, bases: []string{dir}}
+	enable := "+pids"
+	if has["memory"] {
+		enable += " +memory"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
+		cg.remove()
+		return nil, err
+	}
+	cg.pids = dir
+	if has["memory"] {
+		cg.memory = dir
+	}
+	return cg, nil
+}
+
+// describe says which limits the cgroups enforce.
+func (c *cgroups) describe() string {
+	s := fmt.Sprintf("cgroup v%d pids", c.version)
+	if c.memory != "" {
+		s += "+memory"
+	}
+	return s
+}
+
+// create makes the groups of one sandbox with the given limits.
+func (c *cgroups) create(name string, memBytes int64, maxProcs int) (*cgroupSet, error) {
+	set := &cgroupSet{v2: c.version == 2}
+	write := func(dir, file, val string) error {
+		return os.WriteFile(filepath.Join(dir, file), []byte(val), 0o644)
+	}
+	for _, base := range c.bases {
+		dir := filepath.Join(base, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			set.remove()
+			return nil, err
+		}
+		set.dirs = append(set.dirs, dir)
+		var err error
+		switch {
+		case c.version == 2:
+			if maxProcs > 0 {
+				err = write(dir, "pids.max", strconv.Itoa(maxProcs))
+			}
+			if err == nil && c.memory != "" && memBytes > 0 {
+				err = write(dir, "memory.max", strconv.FormatInt(memBytes, 10))
+				_ = write(dir, "memory.swap.max", "0")
+			}
+		case base == c.pids:
+			if maxProcs > 0 {
+				err = write(dir, "pids.max", strconv.Itoa(maxProcs))
+			}
+		case base == c.memory:
+			if memBytes > 0 {
+				err = write(dir, "memory.limit_in_bytes", strconv.FormatInt(memBytes, 10))
+				_ = write(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(memBytes, 10))
+			}
+		}
+		if err != nil {
+			set.remove()
+			return nil, err
+		}
+	}
+	return set, nil
+}
+
+// procsFiles are the files a process writes its pid into to join the set.
+func (s *cgroupSet) procsFiles() []string {
+	var files []string
+	for _, d := range s.dirs {
+		files = append(files, filepath.Join(d, "cgroup.procs"))
+	}
+	return files
+}
+
+// pids lists the processes in the set.
+func (s *cgroupSet) pids() []int {
+	var out []int
+	for _, d := range s.dirs {
+		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// kill SIGKILLs every process in the set, waits up to wait for them to go and
+// removes the groups.
+func (s *cgroupSet) kill(wait time.Duration) {
+	if s == nil {
+		return
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		if s.v2 {
+			for _, d := range s.dirs {
+				_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0o644)
+			}
+		}
+		pids := s.pids()
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(pids) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.remove()
+}
+
+func (s *cgroupSet) remove() {
+	for i := len(s.dirs) - 1; i >= 0; i-- {
+		// rmdir fails while a zombie is still charged; retry briefly.
+		for try := 0; try < 50; try++ {
+			if err := os.Remove(s.dirs[i]); err == nil || os.IsNotExist(err) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// remove deletes the executor's groups (they must be empty).
+func (c *cgroups) remove() {
+	for _, b := range c.bases {
+		_ = os.Remove(b)
+	}
+}

@@ -1,0 +1,421 @@
+# azsessions kernel driver: runs Python cells for the Go sandbox package.
+#
+# Protocol: newline-delimited JSON. Requests arrive on fd 3, replies leave on
+# fd 4; the user's stdout/stderr (fds 1 and 2) are never used for the protocol.
+# After each cell the driver writes the cell's nonce to fds 1 and 2 so that Go
+# knows where the cell's output ends.
+#
+# Requests:  {"op":"exec","id":N,"code":"...","timeout":SECONDS,"nonce":"..."}
+#            {"op":"interrupt"}
+# Replies:   {"ready":true,"runner":"ipython"|"fallback","preloaded":[...]}
+#            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"timed_out":bool,
+#             "interrupted":bool,"duration_ms":float}
+import ast
+import base64
+import builtins
+import io
+import json
+import linecache
+import math
+import os
+import queue
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+
+CMD_FD, RES_FD = 3, 4
+CFG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+sys.argv = [""]
+MAX_VALUE_CHARS = int(CFG.get("max_value_chars", 1 << 20))
+
+for _fd in (CMD_FD, RES_FD):
+    try:
+        os.set_inheritable(_fd, False)
+    except OSError:
+        pass
+# Writes past RLIMIT_FSIZE raise OSError(EFBIG) instead of killing the process
+# (the ignored disposition is inherited by subprocesses too).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+_res = os.fdopen(RES_FD, "wb", buffering=0)
+_res_lock = threading.Lock()
+
+
+def reply(obj):
+    data = (json.dumps(obj, allow_nan=False) + "\n").encode()
+    with _res_lock:
+        view = memoryview(data)
+        while view:
+            n = _res.write(view)
+            view = view[n:]
+
+
+# ---------------------------------------------------------------- limits
+
+
+def _vm_size():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _lower(res, value):
+    import resource
+
+    soft, hard = resource.getrlimit(res)
+    if hard != resource.RLIM_INFINITY and value > hard:
+        value = hard
+    resource.setrlimit(res, (value, value))
+
+
+def set_limits():
+    import resource
+
+    if CFG.get("max_file_size", 0) > 0:
+        _lower(resource.RLIMIT_FSIZE, int(CFG["max_file_size"]))
+    if CFG.get("nproc", 0) > 0:
+        _lower(resource.RLIMIT_NPROC, int(CFG["nproc"]))
+    if CFG.get("memory", 0) > 0:
+        # The runtime (interpreter, preloaded libraries, thread stacks) is
+        # already mapped: user code may allocate "memory" bytes on top of it.
+        _lower(resource.RLIMIT_AS, _vm_size() + int(CFG["memory"]))
+
+
+# ---------------------------------------------------------------- preload
+
+
+def preload():
+    done = []
+    mpl_cache = CFG.get("mpl_cache")
+    mpl_dir = os.environ.get("MPLCONFIGDIR")
+    if mpl_dir:
+        try:
+            os.makedirs(mpl_dir, exist_ok=True)
+            if mpl_cache and os.path.isdir(mpl_cache):
+                for name in os.listdir(mpl_cache):
+                    src = os.path.join(mpl_cache, name)
+                    if os.path.isfile(src):
+                        shutil.copy(src, os.path.join(mpl_dir, name))
+        except OSError:
+            pass
+    if CFG.get("preload"):
+        for mod in ("numpy", "pandas", "matplotlib.pyplot"):
+            try:
+                __import__(mod)
+                done.append(mod)
+            except BaseException:  # noqa: a broken package must not kill the kernel
+                pass
+    return done
+
+
+# ---------------------------------------------------------------- figures
+
+_shown = []
+
+
+def _png(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _patched_show(*args, **kwargs):
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    nums = plt.get_fignums()
+    if nums:
+        try:
+            _shown.append(_png(plt.figure(nums[-1])))
+        except Exception as e:  # noqa
+            print("could not render figure: %r" % (e,), file=sys.stderr)
+    plt.close("all")
+
+
+def patch_pyplot():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None and getattr(plt.show, "__name__", "") != "_patched_show":
+        plt.show = _patched_show
+
+
+def take_figure():
+    """PNG bytes of the last figure shown or still open in this cell, or None."""
+    img = None
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        try:
+            nums = plt.get_fignums()
+            if nums:
+                img = _png(plt.figure(nums[-1]))
+        except Exception as e:  # noqa
+            print("could not render figure: %r" % (e,), file=sys.stderr)
+        try:
+            plt.close("all")
+        except Exception:  # noqa
+            pass
+    if img is None and _shown:
+        img = _shown[-1]
+    del _shown[:]
+    return img
+
+
+# ---------------------------------------------------------------- values
+
+
+def _cap(s):
+    return s if len(s) <= MAX_VALUE_CHARS else s[:MAX_VALUE_CHARS]
+
+
+def to_json(v):
+    if v is None or isinstance(v, bool):
+        return v
+    mod = type(v).__module__
+    if isinstance(v, int) or (mod == "numpy" and type(v).__name__.startswith(("int", "uint"))):
+        try:
+            n = int(v)
+            json.dumps(n)
+            return n
+        except (ValueError, TypeError, OverflowError):
+            return "<int too large to convert>"
+    if isinstance(v, float) or (mod == "numpy" and type(v).__name__.startswith("float")):
+        f = float(v)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    if isinstance(v, str):
+        return _cap(v)
+    try:
+        return _cap(repr(v))
+    except BaseException as e:  # noqa
+        return "<repr failed: %s>" % type(e).__name__
+
+
+# ---------------------------------------------------------------- runners
+
+
+class FallbackRunner:
+    """Runs cells with ast + exec/eval when IPython is not importable."""
+
+    name = "fallback"
+
+    def __init__(self):
+        self.ns = {"__name__": "__main__", "__builtins__": builtins}
+        self.count = 0
+
+    def run(self, code):
+        """Returns (ok, has_value, value)."""
+        self.count += 1
+        filename = "<cell-%d>" % self.count
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            tree = ast.parse(code, filename)
+        except (SyntaxError, ValueError) as e:
+            sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+            return False, False, None
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        try:
+            exec(compile(tree, filename, "exec"), self.ns)
+            if last is not None:
+                return True, True, eval(compile(last, filename, "eval"), self.ns)
+            return True, False, None
+        except BaseException as e:  # noqa: report everything the cell raised
+            tb = e.__traceback__
+            if tb is not None:
+                tb = tb.tb_next  # drop this frame
+            sys.stderr.write("".join(traceback.format_exception(type(e), e, tb)))
+            return False, False, None
+
+
+def make_ipython_runner():
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets import Type
+    from traitlets.config import Config
+
+    class Hook(DisplayHook):
+        got = False
+        value = None
+
+        def __call__(self, result=None):
+            self.check_for_underscore()
+            if self.quiet():
+                return
+            self.got, self.value = True, result
+            if result is not None:
+                try:
+                    self.update_user_ns(result)
+                except Exception:  # noqa
+                    pass
+
+    class Shell(InteractiveShell):
+        displayhook_class = Type(Hook)
+
+        def _showtraceback(self, etype, evalue, stb):
+            sys.stderr.write(self.InteractiveTB.stb2text(stb) + "\n")
+
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    cfg.InteractiveShell.colors = "NoColor"
+    cfg.InteractiveShell.ast_node_interactivity = "last_expr"
+    cfg.InteractiveShell.autocall = 0
+    shell = Shell.instance(config=cfg)
+
+    class Runner:
+        name = "ipython"
+
+        def run(self, code):
+            hook = shell.displayhook
+            hook.got, hook.value = False, None
+            res = shell.run_cell(code, store_history=True)
+            shell.exit_now = False
+            value = hook.value
+            hook.value = None
+            if not res.success:
+                return False, False, None
+            return True, hook.got, value
+
+    return Runner()
+
+
+# ---------------------------------------------------------------- main loop
+
+_state = {"in_cell": False, "timed_out": False, "interrupted": False}
+
+
+def _on_alarm(signum, frame):
+    _state["timed_out"] = True
+    if _state["in_cell"]:
+        raise KeyboardInterrupt("execution timed out")
+
+
+def _reader(q):
+    # Timer and interrupt signals go to the main thread, which runs the cell.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT})
+    main_id = threading.main_thread().ident
+    f = os.fdopen(CMD_FD, "rb")
+    for line in f:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("op") == "interrupt":
+            if _state["in_cell"]:
+                _state["interrupted"] = True
+                # A real signal (not _thread.interrupt_main) also wakes a
+                # blocking call such as time.sleep.
+                try:
+                    signal.pthread_kill(main_id, signal.SIGINT)
+                except (OSError, ValueError):
+                    pass
+            continue
+        q.put(msg)
+    # Go closed the request pipe: exit at once.
+    os._exit(0)
+
+
+def main():
+    for s in (sys.stdout, sys.stderr):
+        try:
+            # Interleave with the output of subprocesses like a terminal.
+            s.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError):
+            pass
+    preloaded = preload()
+    patch_pyplot()
+    runner = None
+    if not CFG.get("no_ipython"):
+        try:
+            runner = make_ipython_runner()
+        except Exception:  # noqa: no (usable) IPython
+            pass
+    if runner is None:
+        runner = FallbackRunner()
+    q = queue.Queue()
+    threading.Thread(target=_reader, args=(q,), daemon=True).start()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    set_limits()
+    reply({"ready": True, "runner": runner.name, "preloaded": preloaded})
+    while True:
+        msg = q.get()
+        if msg.get("op") != "exec":
+            continue
+        run_one(runner, msg)
+
+
+def run_one(runner, msg):
+    ok, has_value, value, img = False, False, None, None
+    _state["timed_out"] = False
+    _state["interrupted"] = False
+    timeout = float(msg.get("timeout") or 0)
+    start = time.monotonic()
+    try:
+        patch_pyplot()
+        # Cells may have replaced the handler: take it back for each cell.
+        signal.signal(signal.SIGALRM, _on_alarm)
+        if timeout > 0:
+            # Fire at the timeout, then every second for code that swallows
+            # KeyboardInterrupt; Go kills the kernel after a grace period.
+            signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
+        _state["in_cell"] = True
+        try:
+            ok, has_value, value = runner.run(msg.get("code", ""))
+        finally:
+            _state["in_cell"] = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException as e:  # noqa: an interrupt that escaped the runner
+        ok = False
+        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+    duration = (time.monotonic() - start) * 1000.0
+    out = {"id": msg.get("id"), "ok": ok, "has_value": False, "value": None,
+           "timed_out": _state["timed_out"], "interrupted": _state["interrupted"],
+           "duration_ms": duration}
+    try:
+        patch_pyplot()
+        img = take_figure()
+        if ok:
+            if img is not None:
+                out["has_value"] = True
+                out["value"] = {"type": "image", "format": "png",
+                                "base64_data": base64.b64encode(img).decode()}
+            elif has_value:
+                out["has_value"] = True
+                out["value"] = to_json(value)
+        if _state["timed_out"]:
+            out["ok"] = False
+            sys.stderr.write("TimeoutError: the execution timed out after %g seconds\n" % timeout)
+        elif _state["interrupted"]:
+            out["ok"] = False
+    except BaseException as e:  # noqa
+        out["ok"] = False
+        out["has_value"] = False
+        out["value"] = None
+        sys.stderr.write("internal error while collecting the result: %r\n" % (e,))
+    del value
+    nonce = msg.get("nonce", "").encode()
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        for s in (stream, sys.__stdout__ if fd == 1 else sys.__stderr__):
+            try:
+                s.flush()
+            except BaseException:  # noqa
+                pass
+        try:
+            os.write(fd, nonce)
+        except OSError:
+            pass
+    reply(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,704 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+)
+
+// Paths inside the sandbox.
+const (
+	sandboxData = "/mnt/data"
+	sandboxSys  = "/opt/azsessions"
+	sandboxTmp  = "/tmp"
+)
+
+// maxReplyBytes bounds one protocol line from the driver.
+const maxReplyBytes = 64 << 20
+
+// proc is one running driver process (inside bwrap or not).
+type proc struct {
+	cmd     *exec.Cmd
+	dataDir string
+	cg      *cgroupSet
+	role    string
+
+	cmdW             *os.File // fd 3 of the driver
+	resR, outR, errR *os.File
+	stdout, stderr   *stream
+	msgs             chan []byte // replies; closed when fd 4 ends or breaks
+
+	exited  chan struct{} // closed once the process was reaped
+	waitErr error
+	dead    chan struct{} // closed by kill
+	once    sync.Once
+	wg      sync.WaitGroup
+	runner  string
+	nextID  int
+}
+
+// driverConfig is the driver's argv[1].
+type driverConfig struct {
+	MaxFileSize   int64  `json:"max_file_size"`
+	Memory        int64  `json:"memory"`
+	NProc         int    `json:"nproc,omitempty"`
+	Preload       bool   `json:"preload"`
+	MplCache      string `json:"mpl_cache"`
+	MaxValueChars int    `json:"max_value_chars"`
+	NoIPython     bool   `json:"no_ipython,omitempty"`
+}
+
+// startProc starts a driver on dataDir and waits until it is ready.
+func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, error) {
+	tmpDir := dataDir + ".tmp" // HOME and TMPDIR in mode none
+	cfg := driverConfig{
+		MaxFileSize:   e.opts.MaxFileSizeBytes,
+		Memory:        e.opts.MemoryLimitBytes,
+		Preload:       !e.opts.noPreload,
+		MaxValueChars: 1 << 20,
+		NoIPython:     e.opts.noIPython,
+	}
+	var cg *cgroupSet
+	if e.cg != nil {
+		var err error
+		cg, err = e.cg.create(fmt.Sprintf("%s-%s", role, randHex(6)), e.opts.MemoryLimitBytes, e.opts.MaxProcesses)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
+		}
+	}
+	if cg == nil || e.cg.pids == "" {
+		if uid := os.Getuid(); uid != 0 {
+			// RLIMIT_NPROC counts every task of the real uid on the machine.
+			cfg.NProc = countUserTasks(uid) + e.opts.MaxProcesses
+		}
+	}
+	env := map[string]string{
+		"LANG":                    "C.UTF-8",
+		"LC_ALL":                  "C.UTF-8",
+		"MPLBACKEND":              "Agg",
+		"OPENBLAS_NUM_THREADS":    "1",
+		"OMP_NUM_THREADS":         "1",
+		"MKL_NUM_THREADS":         "1",
+		"MALLOC_ARENA_MAX":        "2",
+		"PYTHONDONTWRITEBYTECODE": "1",
+		"PATH":                    "/usr/local/bin:/usr/bin:/bin",
+	}
+	if d := filepath.Dir(e.python); !underSystemDirs(d) {
+		env["PATH"] = d + ":" + env["PATH"]
+	}
+	var args []string
+	if e.opts.Mode == ModeNone {
+		if err := os.MkdirAll(tmpDir, 0o700); err != nil {
+			cg.kill(0)
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		env["HOME"], env["TMPDIR"] = tmpDir, tmpDir
+		env["MPLCONFIGDIR"] = filepath.Join(tmpDir, ".config", "matplotlib")
+		env["IPYTHONDIR"] = filepath.Join(tmpDir, ".ipython")
+		cfg.MplCache = filepath.Join(e.sysDir, "mpl")
+		cj, _ := json.Marshal(cfg)
+		args = []string{e.python, "-s", filepath.Join(e.sysDir, "driver.py"), string(cj)}
+	} else {
+		env["HOME"], env["TMPDIR"] = sandboxTmp, sandboxTmp
+		env["MPLCONFIGDIR"] = sandboxTmp + "/.config/matplotlib"
+		env["IPYTHONDIR"] = sandboxTmp + "/.ipython"
+		env["USER"], env["LOGNAME"] = "user", "user"
+		cfg.MplCache = sandboxSys + "/mpl"
+		cj, _ := json.Marshal(cfg)
+		args = e.bwrapArgs(dataDir, env)
+		args = append(args, "--", e.python, "-s", sandboxSys+"/driver.py", string(cj))
+	}
+	if cg != nil {
+		// Join the cgroups before bwrap starts, so every descendant is in them.
+		wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
+		wrap = append(wrap, cg.procsFiles()...)
+		wrap = append(wrap, "--")
+		args = append(wrap, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	if e.opts.Mode == ModeNone {
+		cmd.Dir = dataDir
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	} else {
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+		cmd.Dir = "/"
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return
+	}
+	cmdR, cmdW, err1 := pipe()
+	resR, resW, err2 := pipe()
+	outR, outW, err3 := pipe()
+	errR, errW, err4 := pipe()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		closeAll()
+		cg.kill(0)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{cmdR, resW}
+	p := &proc{
+		cmd: cmd, dataDir: dataDir, cg: cg, role: role,
+		cmdW: cmdW, resR: resR, outR: outR, errR: errR,
+		stdout: newStream(), stderr: newStream(),
+		msgs:   make(chan []byte, 4),
+		exited: make(chan struct{}),
+		dead:   make(chan struct{}),
+	}
+	// Keep the start-up chatter of stderr for error messages.
+	startNonce := []byte("\x1eazs-never-" + randHex(8))
+	p.stdout.begin(startNonce, 2048)
+	p.stderr.begin(startNonce, 2048)
+	if err := e.start(cmd); err != nil {
+		closeAll()
+		cg.kill(0)
+		return nil, fmt.Errorf("sandbox: start %s: %w", args[0], err)
+	}
+	// The child has its ends now.
+	for _, f := range []*os.File{cmdR, resW, outW, errW} {
+		_ = f.Close()
+	}
+	p.wg.Add(4)
+	go func() {
+		defer p.wg.Done()
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	go func() { defer p.wg.Done(); p.stdout.pump(outR) }()
+	go func() { defer p.wg.Done(); p.stderr.pump(errR) }()
+	go func() { defer p.wg.Done(); p.readReplies() }()
+
+	timer := time.NewTimer(90 * time.Second)
+	defer timer.Stop()
+	select {
+	case line, ok := <-p.msgs:
+		var ready struct {
+			Ready     bool     `json:"ready"`
+			Runner    string   `json:"runner"`
+			Preloaded []string `json:"preloaded"`
+		}
+		if ok && json.Unmarshal(line, &ready) == nil && ready.Ready {
+			p.runner = ready.Runner
+			return p, nil
+		}
+		p.kill()
+		msg, _ := p.stderr.result(2048)
+		return nil, fmt.Errorf("sandbox: kernel did not start (%v): %s", p.waitErr, strings.TrimSpace(msg))
+	case <-ctx.Done():
+		p.kill()
+		return nil, ctx.Err()
+	case <-timer.C:
+		p.kill()
+		return nil, errors.New("sandbox: kernel did not start within 90s")
+	}
+}
+
+// bwrapArgs builds the bubblewrap command line (without the command).
+func (e *Executor) bwrapArgs(dataDir string, env map[string]string) []string {
+	a := []string{e.bwrap, "--unshare-all", "--unshare-user"}
+	if e.noUserns {
+		a = append(a, "--disable-userns")
+	}
+	a = append(a, "--uid", "1000", "--gid", "1000",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		"--hostname", "sandbox",
+	)
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, p := range e.binds {
+		a = append(a, "--ro-bind", p, p)
+	}
+	for _, p := range []string{"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+		"/etc/fonts", "/etc/localtime", "/etc/timezone", "/etc/matplotlibrc", "/etc/mime.types",
+		"/etc/ssl", "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/python3"} {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	if ents, err := filepath.Glob("/etc/python3.*"); err == nil {
+		for _, p := range ents {
+			a = append(a, "--ro-bind-try", p, p)
+		}
+	}
+	a = append(a,
+		"--ro-bind", filepath.Join(e.sysDir, "passwd"), "/etc/passwd",
+		"--ro-bind", filepath.Join(e.sysDir, "group"), "/etc/group",
+		"--ro-bind", filepath.Join(e.sysDir, "hosts"), "/etc/hosts",
+		"--ro-bind", e.sysDir, sandboxSys,
+		"--proc", "/proc",
+		"--dev", "/dev",
+	)
+	if e.sizeOpt {
+		a = append(a, "--size", strconv.FormatInt(64<<20, 10))
+	}
+	a = append(a, "--tmpfs", "/dev/shm")
+	if e.sizeOpt {
+		a = append(a, "--size", strconv.FormatInt(e.opts.MaxDataDirBytes, 10))
+	}
+	a = append(a, "--tmpfs", sandboxTmp,
+		"--bind", dataDir, sandboxData,
+		"--chdir", sandboxData,
+		"--remount-ro", "/",
+		"--clearenv",
+	)
+	for k, v := range env {
+		a = append(a, "--setenv", k, v)
+	}
+	return a
+}
+
+// readReplies turns fd 4 into messages until it ends or breaks.
+func (p *proc) readReplies() {
+	defer close(p.msgs)
+	r := bufio.NewReaderSize(p.resR, 64*1024)
+	for {
+		var line []byte
+		for {
+			chunk, err := r.ReadSlice('\n')
+			if len(line)+len(chunk) > maxReplyBytes {
+				return // broken protocol: treated as a dead kernel
+			}
+			line = append(line, chunk...)
+			if err == nil {
+				break
+			}
+			if err != bufio.ErrBufferFull {
+				return
+			}
+		}
+		select {
+		case p.msgs <- line:
+		case <-p.dead:
+			return
+		}
+	}
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	case <-p.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill stops the process and everything it started, and waits for the
+// goroutines that serve it. It is idempotent and does not remove the data dir.
+func (p *proc) kill() {
+	p.once.Do(func() {
+		close(p.dead)
+		if p.cmd.Process != nil {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = p.cmd.Process.Kill()
+		}
+		p.cg.kill(3 * time.Second)
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second):
+		}
+		_ = p.cmdW.Close()
+		_ = p.resR.Close()
+		_ = p.outR.Close()
+		_ = p.errR.Close()
+		p.wg.Wait()
+	})
+}
+
+// send writes one request line, giving up at the deadline.
+func (p *proc) send(v any, deadline time.Time) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_ = p.cmdW.SetWriteDeadline(deadline)
+	_, err = p.cmdW.Write(b)
+	return err
+}
+
+// exitDescription says how the process ended.
+func (p *proc) exitDescription() string {
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+		return "it stopped answering"
+	}
+	if p.waitErr == nil {
+		return "exit status 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(p.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	return p.waitErr.Error()
+}
+
+// Kernel is one session's interpreter. It implements kernel.Kernel. Its
+// variables live until a restart; its files in DataDir live until Close.
+type Kernel struct {
+	e       *Executor
+	dataDir string
+
+	mu sync.Mutex // serializes Execute and Close
+
+	pmu    sync.Mutex // guards p and closed
+	p      *proc
+	closed bool
+}
+
+var _ kernel.Kernel = (*Kernel)(nil)
+
+// DataDir is the host directory that the kernel sees as /mnt/data.
+func (k *Kernel) DataDir() string { return k.dataDir }
+
+// Runner says what runs the cells: "ipython" or "fallback" (ast + exec).
+func (k *Kernel) Runner() string {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	if k.p == nil {
+		return ""
+	}
+	return k.p.runner
+}
+
+func (k *Kernel) current() (*proc, error) {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	if k.closed {
+		return nil, ErrClosed
+	}
+	return k.p, nil
+}
+
+// replace installs a new process, unless the kernel was closed meanwhile.
+func (k *Kernel) replace(p *proc) error {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	if k.closed {
+		p.kill()
+		return ErrClosed
+	}
+	k.p = p
+	return nil
+}
+
+// restart kills the current process and starts a new one on the same data dir.
+func (k *Kernel) restart(ctx context.Context) error {
+	if p, err := k.current(); err != nil {
+		return err
+	} else if p != nil {
+		p.kill()
+	}
+	k.pmu.Lock()
+	k.p = nil
+	k.pmu.Unlock()
+	np, err := k.e.startProc(ctx, k.dataDir, "kernel")
+	if err != nil {
+		return err
+	}
+	return k.replace(np)
+}
+
+type execReply struct {
+	ID          int             `json:"id"`
+	OK          bool            `json:"ok"`
+	HasValue    bool            `json:"has_value"`
+	Value       json.RawMessage `json:"value"`
+	TimedOut    bool            `json:"timed_out"`
+	Interrupted bool            `json:"interrupted"`
+	DurationMS  float64         `json:"duration_ms"`
+}
+
+var emptyValue = json.RawMessage(`""`)
+
+// Execute runs one cell. req.Timeout <= 0 means no timeout (ctx still
+// applies); req.OutputMaxLength <= 0 means 4096 characters. A Python error
+// or a timeout is a Result with Status Failed (TimedOut set for a timeout), a
+// cancellation of ctx a Result with Status Canceled (the cell is interrupted
+// like on a timeout), not an error. When the kernel does not
+// stop within a grace period after its timeout or a cancellation, or its data
+// directory grows past MaxDataDirBytes, it is killed and restarted on the same
+// data directory (Restarted=true). A kernel that died is restarted on the next
+// Execute, whose Result has Restarted=true. The error is non-nil only when no
+// kernel could be (re)started, or ErrClosed after Close.
+func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	maxLen := req.OutputMaxLength
+	if maxLen <= 0 {
+		maxLen = defaultOutputMaxLength
+	}
+	p, err := k.current()
+	if err != nil {
+		return kernel.Result{}, err
+	}
+	var res kernel.Result
+	var notes []string
+	if p == nil || !p.alive() {
+		if err := k.restart(ctx); err != nil {
+			return kernel.Result{}, fmt.Errorf("sandbox: restarting the kernel: %w", err)
+		}
+		res.Restarted = true
+		notes = append(notes, "The kernel had stopped and was restarted: variables were lost, files in /mnt/data were kept.")
+		if p, err = k.current(); err != nil {
+			return kernel.Result{}, err
+		}
+	}
+	grace := k.e.opts.killGrace
+	start := time.Now()
+	nonce := []byte("\x1eazs-" + randHex(12) + "\x1e")
+	p.stdout.begin(nonce, maxLen)
+	p.stderr.begin(nonce, maxLen)
+	p.nextID++
+	id := p.nextID
+	far := time.Now().Add(req.Timeout + grace + time.Minute)
+	if err := p.send(map[string]any{"op": "exec", "id": id, "code": req.Code,
+		"timeout": req.Timeout.Seconds(), "nonce": string(nonce)}, far); err != nil {
+		// The driver is gone or stuck: the next path sees it as dead.
+		p.kill()
+	}
+
+	var timeoutC, cancelC <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout + grace)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	quota := k.e.opts.MaxDataDirBytes
+	startSize := dirSize(k.dataDir)
+	if startSize > quota {
+		quota = startSize
+	}
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	done := ctx.Done()
+	canceled := false
+
+	// killAndRestart ends an execution the kernel did not end itself.
+	killAndRestart := func(why string) (kernel.Result, error) {
+		p.kill()
+		res.Duration = time.Since(start)
+		res.Status = kernel.Failed
+		if canceled {
+			res.Status = kernel.Canceled
+		}
+		res.Restarted = true
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		note := why + ": the kernel was killed and restarted (variables were lost, files in /mnt/data were kept)."
+		if err := k.restart(rctx); err != nil {
+			note = why + ": the kernel was killed; restarting it failed (" + err.Error() + "); the next execution tries again."
+		}
+		k.fill(&res, p, maxLen, notes, note)
+		return res, nil
+	}
+
+	for {
+		select {
+		case line, ok := <-p.msgs:
+			if !ok {
+				desc := p.exitDescription()
+				p.kill()
+				res.Duration = time.Since(start)
+				res.Status = kernel.Failed
+				if canceled {
+					res.Status = kernel.Canceled
+				}
+				k.fill(&res, p, maxLen, notes, "The kernel died ("+desc+"); it will be restarted on the next execution: variables are lost, files in /mnt/data are kept.")
+				return res, nil
+			}
+			var rep execReply
+			if err := json.Unmarshal(line, &rep); err != nil || rep.ID != id {
+				continue // stale or garbage: ignore
+			}
+			// Wait for the end of the output, which the driver wrote before
+			// the reply (it may still be in the pipes).
+			wait := time.NewTimer(2 * time.Second)
+			for _, s := range []*stream{p.stdout, p.stderr} {
+				select {
+				case <-s.doneCh():
+				case <-wait.C:
+				}
+			}
+			wait.Stop()
+			res.Duration = time.Duration(rep.DurationMS * float64(time.Millisecond))
+			switch {
+			case canceled:
+				res.Status = kernel.Canceled
+			case rep.OK:
+				res.Status = kernel.Succeeded
+			default:
+				res.Status = kernel.Failed
+			}
+			res.TimedOut = rep.TimedOut
+			if rep.HasValue && len(rep.Value) > 0 {
+				res.Value = rep.Value
+			} else {
+				res.Value = emptyValue
+			}
+			note := ""
+			if size := dirSize(k.dataDir); size > quota {
+				res.Status = kernel.Failed
+				note = fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes: delete files (the kernel is stopped when it grows further)", size, k.e.opts.MaxDataDirBytes)
+			}
+			k.fill(&res, p, maxLen, notes, note)
+			if canceled && !rep.Interrupted && !rep.TimedOut {
+				// Finished on its own just as it was canceled: keep the status.
+				res.Status = kernel.Canceled
+			}
+			return res, nil
+		case <-timeoutC:
+			res.TimedOut = true
+			return killAndRestart(fmt.Sprintf("TimeoutError: the execution timed out after %s and did not stop within %s", req.Timeout, grace))
+		case <-done:
+			done = nil
+			canceled = true
+			_ = p.send(map[string]any{"op": "interrupt"}, time.Now().Add(time.Second))
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			cancelC = t.C
+		case <-cancelC:
+			return killAndRestart("The execution was canceled and did not stop")
+		case <-tick.C:
+			if size := dirSize(k.dataDir); size > quota {
+				return killAndRestart(fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes", size, k.e.opts.MaxDataDirBytes))
+			}
+		}
+	}
+}
+
+// fill sets the output fields of res from p's streams plus notes for stderr.
+func (k *Kernel) fill(res *kernel.Result, p *proc, maxLen int, before []string, after string) {
+	res.Stdout, res.StdoutTruncated = p.stdout.result(maxLen)
+	stderr, trunc := p.stderr.result(maxLen)
+	if len(before) > 0 {
+		stderr = strings.Join(before, "\n") + "\n" + stderr
+	}
+	if after != "" {
+		if stderr != "" && !strings.HasSuffix(stderr, "\n") {
+			stderr += "\n"
+		}
+		stderr += after + "\n"
+	}
+	if utf8.RuneCountInString(stderr) > maxLen {
+		if after != "" {
+			// Keep the note: it explains what happened.
+			tail := []rune(after + "\n")
+			head := []rune(stderr)
+			if len(tail) < maxLen {
+				stderr = string(head[:maxLen-len(tail)]) + string(tail)
+			} else {
+				stderr = string(tail[:maxLen])
+			}
+		} else {
+			stderr = string([]rune(stderr)[:maxLen])
+		}
+		trunc = true
+	}
+	res.Stderr, res.StderrTruncated = stderr, trunc
+	if res.Value == nil {
+		res.Value = emptyValue
+	}
+}
+
+// Close kills the kernel and removes its data directory. It is idempotent.
+func (k *Kernel) Close() error {
+	k.pmu.Lock()
+	if k.closed {
+		k.pmu.Unlock()
+		return nil
+	}
+	k.closed = true
+	p := k.p
+	k.pmu.Unlock()
+	if p != nil {
+		p.kill() // makes a running Execute return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.pmu.Lock()
+	if k.p != nil && k.p != p {
+		k.p.kill()
+	}
+	k.pmu.Unlock()
+	k.e.forget(k)
+	return removeKernelDirs(k.dataDir)
+}
+
+// removeKernelDirs removes a kernel's data dir and its companion tmp dir,
+// first making directories the code chmod-ed away writable again.
+func removeKernelDirs(dataDir string) error {
+	var errs []error
+	for _, d := range []string{dataDir, dataDir + ".tmp"} {
+		if err := os.RemoveAll(d); err != nil {
+			_ = filepath.WalkDir(d, func(path string, ent fs.DirEntry, err error) error {
+				if ent != nil && ent.IsDir() {
+					_ = os.Chmod(path, 0o700)
+				}
+				return nil
+			})
+			errs = append(errs, os.RemoveAll(d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dirSize is the total size of the regular files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

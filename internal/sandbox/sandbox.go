@@ -1,0 +1,718 @@
+// Package sandbox runs Python cells in long-lived interpreters isolated with
+// bubblewrap (bwrap). It implements kernel.Executor and kernel.Kernel for the
+// emulator: one Python process per session keeps variables and imports between
+// executions, sees its own data directory as /mnt/data, has no network, and
+// runs under memory, process and file-size limits.
+//
+// # Isolation
+//
+// In mode "bwrap" each kernel runs as
+//
+//	bwrap --unshare-all --unshare-user --disable-userns --uid 1000 --gid 1000
+//	      --die-with-parent --new-session --cap-drop ALL
+//	      (/usr, /lib*, /bin, /sbin and a few /etc files read-only, a synthetic
+//	      /etc/passwd, a private /tmp tmpfs, the kernel's data dir read-write at
+//	      /mnt/data, --remount-ro /, --clearenv)
+//
+// so it has no network (a private loopback), sees no other kernel's files nor
+// the executor's base directory, and cannot write outside /mnt/data and /tmp.
+// The user namespace maps uid 1000 inside to the emulator's own uid, so the
+// 0700 data directories need no chown, whether the emulator runs as root or
+// not. Processes are started from one OS thread locked for the executor's
+// lifetime (--die-with-parent and Pdeathsig fire when that thread exits) and
+// are killed explicitly by Kernel.Close and Executor.Close.
+//
+// In mode "none" the same driver runs as a plain child process with the same
+// environment and the data directory as its working directory; /mnt/data does
+// not exist there and nothing is isolated.
+//
+// # Limits
+//
+// Every kernel runs the embedded driver (driver.py), which lowers its own
+// rlimits before it runs user code (limits can only be lowered, and they are
+// inherited by subprocesses):
+//   - RLIMIT_FSIZE = MaxFileSizeBytes: writes past it fail with EFBIG
+//     ("File too large"; SIGXFSZ is ignored).
+//   - RLIMIT_AS = the runtime's address space after preloading (~300 MB) +
+//     MemoryLimitBytes: large allocations fail with MemoryError. It is per
+//     process.
+//   - RLIMIT_NPROC = the user's current task count + MaxProcesses, only when
+//     there is no pids cgroup and the emulator does not run as root (root
+//     ignores RLIMIT_NPROC). It counts all of the user's tasks, so it is only
+//     approximate.
+//
+// When the emulator can create cgroups (root here, with cgroup v1 "pids" and
+// "memory" hierarchies, or a cgroup v2 tree with those controllers) every
+// sandbox also joins its own cgroup, before bwrap starts, with pids.max =
+// MaxProcesses (tasks, threads included) and a memory limit of
+// MemoryLimitBytes for the whole sandbox (memory.limit_in_bytes or
+// memory.max): past it the kernel OOM-kills the sandbox, which is reported by
+// the execution and restarted on the next one. Executor.Limits says which
+// mechanisms are active. Without cgroups (typically a non-root user without a
+// delegated cgroup) memory is bounded per process only and the process limit
+// is the approximate RLIMIT_NPROC.
+//
+// MaxDataDirBytes is watched from Go: the data directory is measured when a
+// cell starts, every 300 ms while it runs and when it ends. When it grew past
+// the limit while the cell ran, the kernel is killed and restarted on the same
+// directory (the cell fails; files are kept); when the cell ended over the
+// limit, the cell fails with a note. The overshoot is bounded by what one cell
+// writes within 300 ms, each file by RLIMIT_FSIZE; the private /tmp is a tmpfs
+// of MaxDataDirBytes (charged to the memory limit). CPU time is not limited
+// per execution: the execution timeout is.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+)
+
+//go:embed driver.py
+var driverSource []byte
+
+// Sandbox modes for Options.Mode.
+const (
+	// ModeBwrap isolates each kernel with bubblewrap (the default).
+	ModeBwrap = "bwrap"
+	// ModeNone runs kernels as plain processes of the emulator's user, with no
+	// isolation. Only for machines without bubblewrap, on explicit request.
+	ModeNone = "none"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultReady            = 2
+	DefaultMemoryLimitBytes = 1 << 30
+	DefaultMaxProcesses     = 64
+	DefaultMaxFileSizeBytes = 128 << 20
+	DefaultMaxDataDirBytes  = 1 << 30
+)
+
+// ErrNoBubblewrap is wrapped by the error of New when Mode is "bwrap" and the
+// bwrap executable is missing or cannot create a sandbox on this machine.
+var ErrNoBubblewrap = errors.New(`bubblewrap (bwrap) is missing or unusable: install the Debian package "bubblewrap" (apt-get install bubblewrap), or run without isolation with -sandbox=none`)
+
+// ErrClosed is returned by NewKernel after Executor.Close and by Execute after
+// Kernel.Close.
+var ErrClosed = errors.New("sandbox: closed")
+
+// Options configures an Executor. The zero value is usable: bubblewrap, the
+// system Python, no ready kernels (set Ready to DefaultReady for a pool) and
+// the default limits. Sizes are in bytes.
+type Options struct {
+	// Python is the interpreter. "" means /usr/bin/python3 when it exists, else
+	// python3 on PATH. Shims and venvs are resolved by asking the interpreter
+	// for sys.executable; prefixes outside /usr are bound read-only.
+	Python string
+	// Mode is ModeBwrap ("bwrap", the default when "") or ModeNone ("none").
+	Mode string
+	// DataDir is the directory under which each kernel gets a fresh data
+	// directory. "" means a new temporary directory removed by Close. A given
+	// DataDir itself is kept; the kernels' directories in it are removed.
+	DataDir string
+	// Ready is the number of kernels kept started in the background so that
+	// NewKernel is fast: 0 means none (every NewKernel starts one, ~1 s), a
+	// negative value means DefaultReady (2).
+	Ready int
+	// MemoryLimitBytes bounds one kernel's memory (default 1 GiB).
+	MemoryLimitBytes int64
+	// MaxProcesses bounds one kernel's processes and threads (default 64).
+	MaxProcesses int
+	// MaxFileSizeBytes bounds each file written in the sandbox (default 128 MiB).
+	MaxFileSizeBytes int64
+	// MaxDataDirBytes bounds the total size of one kernel's /mnt/data
+	// (default 1 GiB); see the package documentation for how.
+	MaxDataDirBytes int64
+	// Logger receives warnings and lifecycle events; nil discards them.
+	Logger *slog.Logger
+
+	// killGrace is how long Execute waits for a kernel to answer after its
+	// timeout or a cancellation before it kills it (tests shorten it).
+	killGrace time.Duration
+	// noPreload skips importing numpy/pandas/pyplot at kernel start.
+	noPreload bool
+	// noIPython makes the driver use its stdlib runner (tests).
+	noIPython bool
+	// noCgroup disables cgroups, as on a machine without them (tests).
+	noCgroup bool
+}
+
+// Executor starts sandboxed kernels and keeps Ready of them started. It
+// implements kernel.Executor. Its methods are safe for concurrent use.
+type Executor struct {
+	opts     Options
+	log      *slog.Logger
+	python   string   // interpreter path used in the sandbox
+	binds    []string // extra read-only bind mounts (interpreter prefixes)
+	bwrap    string
+	info     kernel.Info
+	base     string // directory holding the kernels' data dirs
+	ownBase  bool   // base was created by New and is removed by Close
+	sysDir   string // driver, synthetic /etc files, font cache
+	cg       *cgroups
+	limits   string
+	sizeOpt  bool // bwrap supports --size
+	noUserns bool // bwrap supports --disable-userns
+	launchCh chan func()
+	launchWG sync.WaitGroup
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	poolWG sync.WaitGroup
+	wakeup chan struct{}
+
+	mu      sync.Mutex
+	closed  bool
+	ready   []*proc
+	kernels map[*Kernel]struct{}
+	seq     int
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ kernel.Executor = (*Executor)(nil)
+
+// probeResult is what the probe script prints.
+type probeResult struct {
+	Executable string            `json:"executable"`
+	Prefix     string            `json:"prefix"`
+	BasePrefix string            `json:"base_prefix"`
+	Version    string            `json:"version"`
+	Packages   map[string]string `json:"packages"`
+}
+
+const probeScript = `import sys, json
+pk = {}
+try:
+    import importlib.metadata as md
+except ImportError:
+    md = None
+for name in ("ipython", "numpy", "pandas", "matplotlib"):
+    try:
+        pk[name] = md.version(name)
+    except Exception:
+        import importlib.util
+        if importlib.util.find_spec("IPython" if name == "ipython" else name):
+            pk[name] = "unknown"
+print(json.dumps({"executable": sys.executable, "prefix": sys.prefix,
+    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+    "version": "%d.%d.%d" % sys.version_info[:3], "packages": pk}))
+`
+
+// New checks the interpreter (and bubblewrap), prepares the base directory
+// and starts the ready pool. The error wraps ErrNoBubblewrap when Mode is
+// "bwrap" and bwrap is missing or unusable; it is also an error when the
+// interpreter is missing or does not run.
+func New(opts Options) (*Executor, error) {
+	if opts.Mode == "" {
+		opts.Mode = ModeBwrap
+	}
+	if opts.Mode != ModeBwrap && opts.Mode != ModeNone {
+		return nil, fmt.Errorf("sandbox: unknown mode %q (want %q or %q)", opts.Mode, ModeBwrap, ModeNone)
+	}
+	if opts.Ready < 0 {
+		opts.Ready = DefaultReady
+	}
+	if opts.MemoryLimitBytes <= 0 {
+		opts.MemoryLimitBytes = DefaultMemoryLimitBytes
+	}
+	if opts.MaxProcesses <= 0 {
+		opts.MaxProcesses = DefaultMaxProcesses
+	}
+	if opts.MaxFileSizeBytes <= 0 {
+		opts.MaxFileSizeBytes = DefaultMaxFileSizeBytes
+	}
+	if opts.MaxDataDirBytes <= 0 {
+		opts.MaxDataDirBytes = DefaultMaxDataDirBytes
+	}
+	if opts.killGrace <= 0 {
+		opts.killGrace = 5 * time.Second
+	}
+	e := &Executor{opts: opts, log: opts.Logger, kernels: map[*Kernel]struct{}{}, wakeup: make(chan struct{}, 1)}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Mode == ModeBwrap {
+		p, err := exec.LookPath("bwrap")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", ErrNoBubblewrap)
+		}
+		e.bwrap = p
+		if out, err := exec.Command(p, "--help").CombinedOutput(); err == nil {
+			e.sizeOpt = bytes.Contains(out, []byte("--size"))
+			e.noUserns = bytes.Contains(out, []byte("--disable-userns"))
+		}
+	}
+	if err := e.probe(); err != nil {
+		return nil, err
+	}
+	if err := e.prepareDirs(); err != nil {
+		return nil, err
+	}
+	// Limits: cgroups when we can create them, rlimits always.
+	if opts.noCgroup {
+		e.limits = "rlimits AS+FSIZE+NPROC (cgroups disabled)"
+	} else if cg, err := newCgroups(); err == nil {
+		e.cg = cg
+		e.limits = cg.describe() + "; rlimits AS+FSIZE"
+	} else {
+		e.limits = "rlimits AS+FSIZE+NPROC (no cgroup: " + err.Error() + ")"
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.launchCh = make(chan func())
+	e.launchWG.Add(1)
+	go e.launcher()
+	// Check that a sandbox really starts, with cgroups if any.
+	if err := e.selfTest(); err != nil && e.cg != nil {
+		e.log.Warn("sandbox: cgroups unusable, falling back to rlimits", "err", err)
+		e.cg.remove()
+		e.cg = nil
+		e.limits = "rlimits AS+FSIZE+NPROC (cgroup test failed)"
+		err = e.selfTest()
+		if err != nil {
+			e.shutdownEarly()
+			return nil, err
+		}
+	} else if err != nil {
+		e.shutdownEarly()
+		return nil, err
+	}
+	if e.cg == nil && os.Getuid() == 0 {
+		e.log.Warn("sandbox: running as root without a pids cgroup: the number of processes per kernel is not limited")
+	}
+	if opts.Mode == ModeNone {
+		e.log.Warn("sandbox: running kernels WITHOUT isolation (-sandbox=none): code has the emulator's user rights and network")
+	}
+	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "python", e.python, "version", e.info.PythonVersion,
+		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base)
+	e.poolWG.Add(1)
+	go e.pool()
+	return e, nil
+}
+
+func (e *Executor) shutdownEarly() {
+	e.cancel()
+	close(e.launchCh)
+	e.launchWG.Wait()
+	if e.cg != nil {
+		e.cg.remove()
+	}
+	_ = os.RemoveAll(e.sysDir)
+	if e.ownBase {
+		_ = os.RemoveAll(e.base)
+	}
+}
+
+// resolvePython finds the interpreter and asks it about itself.
+func (e *Executor) probe() error {
+	py := e.opts.Python
+	if py == "" {
+		if _, err := os.Stat("/usr/bin/python3"); err == nil {
+			py = "/usr/bin/python3"
+		} else {
+			py = "python3"
+		}
+	}
+	path, err := exec.LookPath(py)
+	if err != nil {
+		return fmt.Errorf("sandbox: python interpreter %q not found: %w", py, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-s", "-c", probeScript)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + os.TempDir()}
+	if home, err := os.UserHomeDir(); err == nil {
+		// pyenv shims need HOME/PYENV_ROOT to find the real interpreter.
+		cmd.Env = append(cmd.Env, "HOME="+home)
+		if root := os.Getenv("PYENV_ROOT"); root != "" {
+			cmd.Env = append(cmd.Env, "PYENV_ROOT="+root)
+		}
+		if v := os.Getenv("PYENV_VERSION"); v != "" {
+			cmd.Env = append(cmd.Env, "PYENV_VERSION="+v)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("sandbox: python interpreter %s does not run: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+	}
+	var pr probeResult
+	if err := json.Unmarshal(out, &pr); err != nil || pr.Executable == "" {
+		return fmt.Errorf("sandbox: python interpreter %s: unexpected probe output %q", path, out)
+	}
+	// sys.executable is the real interpreter behind shims; keep its path (a
+	// venv's python is a symlink whose location matters) but bind what it
+	// points to as well.
+	e.python = pr.Executable
+	real, err := filepath.EvalSymlinks(pr.Executable)
+	if err != nil {
+		real = pr.Executable
+	}
+	for _, p := range []string{pr.Prefix, pr.BasePrefix, filepath.Dir(pr.Executable), filepath.Dir(real)} {
+		if p == "" || underSystemDirs(p) {
+			continue
+		}
+		dup := false
+		for _, b := range e.binds {
+			if b == p || strings.HasPrefix(p, b+"/") {
+				dup = true
+			}
+		}
+		if !dup {
+			e.binds = append(e.binds, p)
+		}
+	}
+	sandboxName := "bubblewrap"
+	if e.opts.Mode == ModeNone {
+		sandboxName = "none"
+	}
+	if pr.Packages == nil {
+		pr.Packages = map[string]string{}
+	}
+	e.info = kernel.Info{Interpreter: e.python, PythonVersion: pr.Version, Packages: pr.Packages, Sandbox: sandboxName}
+	return nil
+}
+
+// systemDirs are bound read-only into every sandbox.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+func underSystemDirs(p string) bool {
+	for _, d := range systemDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Executor) prepareDirs() error {
+	if e.opts.DataDir == "" {
+		d, err := os.MkdirTemp("", "azsessions-")
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		e.base, e.ownBase = d, true
+	} else {
+		if err := os.MkdirAll(e.opts.DataDir, 0o700); err != nil {
+			return fmt.Errorf("sandbox: data dir: %w", err)
+		}
+		e.base = e.opts.DataDir
+	}
+	if err := os.Chmod(e.base, 0o700); err != nil && e.ownBase {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	sys, err := os.MkdirTemp(e.base, ".sys-")
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	e.sysDir = sys
+	files := map[string]string{
+		"driver.py": string(driverSource),
+		"passwd":    "root:x:0:0:root:/root:/usr/sbin/nologin\nuser:x:1000:1000:user:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":     "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
+		"hosts":     "127.0.0.1 localhost sandbox\n::1 localhost\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(sys, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(sys, "mpl"), 0o755); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	// The sandbox's user must be able to traverse into the ro-bound sys dir
+	// (it is mounted elsewhere, so the 0700 base does not matter).
+	return os.Chmod(sys, 0o755)
+}
+
+// buildFontCache lets matplotlib build its font cache once into the shared
+// read-only directory that every kernel copies at start.
+func (e *Executor) buildFontCache(ctx context.Context) {
+	if _, ok := e.info.Packages["matplotlib"]; !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.python, "-s", "-c", "import matplotlib.font_manager")
+	cmd.Env = []string{"MPLCONFIGDIR=" + filepath.Join(e.sysDir, "mpl"), "MPLBACKEND=Agg", "HOME=" + e.sysDir, "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.log.Warn("sandbox: building the matplotlib font cache failed", "err", err, "output", string(out))
+	}
+}
+
+// launcher starts every process from one locked OS thread that lives until
+// Close, because bwrap's --die-with-parent and Pdeathsig fire when the thread
+// that started the process exits.
+func (e *Executor) launcher() {
+	defer e.launchWG.Done()
+	runtime.LockOSThread()
+	// Never unlocked: the thread exits with the goroutine at Close, after every
+	// sandbox was killed.
+	for f := range e.launchCh {
+		f()
+	}
+}
+
+// start runs cmd.Start on the launcher thread.
+func (e *Executor) start(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	// Send while holding mu so Close cannot close launchCh in between.
+	e.launchCh <- func() { errc <- cmd.Start() }
+	e.mu.Unlock()
+	return <-errc
+}
+
+// selfTest starts one kernel and stops it.
+func (e *Executor) selfTest() error {
+	dir, err := os.MkdirTemp(e.base, "selftest-")
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	defer removeKernelDirs(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	saved := e.opts.noPreload
+	e.opts.noPreload = true
+	p, err := e.startProc(ctx, dir, "selftest")
+	e.opts.noPreload = saved
+	if err != nil {
+		if e.opts.Mode == ModeBwrap {
+			return fmt.Errorf("sandbox: %w: %v", ErrNoBubblewrap, err)
+		}
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	p.kill()
+	return nil
+}
+
+// Info describes the interpreter and the isolation. It is cheap: the
+// interpreter was probed by New.
+func (e *Executor) Info() kernel.Info {
+	pk := make(map[string]string, len(e.info.Packages))
+	for k, v := range e.info.Packages {
+		pk[k] = v
+	}
+	info := e.info
+	info.Packages = pk
+	return info
+}
+
+// Limits describes how the limits are enforced, e.g.
+// "cgroup v1 pids+memory; rlimits AS+FSIZE".
+func (e *Executor) Limits() string { return e.limits }
+
+// BaseDir is the directory holding the kernels' data directories.
+func (e *Executor) BaseDir() string { return e.base }
+
+// pool keeps opts.Ready kernels started.
+func (e *Executor) pool() {
+	defer e.poolWG.Done()
+	e.buildFontCache(e.ctx)
+	for {
+		e.mu.Lock()
+		need := !e.closed && len(e.ready) < e.opts.Ready
+		e.mu.Unlock()
+		if need {
+			dir, err := e.newDataDir()
+			if err == nil {
+				var p *proc
+				p, err = e.startProc(e.ctx, dir, "ready")
+				if err == nil {
+					e.mu.Lock()
+					if e.closed {
+						e.mu.Unlock()
+						p.kill()
+						_ = removeKernelDirs(dir)
+						return
+					}
+					e.ready = append(e.ready, p)
+					e.mu.Unlock()
+					continue
+				}
+				_ = removeKernelDirs(dir)
+			}
+			if e.ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("sandbox: starting a ready kernel failed", "err", err)
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-e.wakeup:
+		}
+	}
+}
+
+func (e *Executor) newDataDir() (string, error) {
+	dir, err := os.MkdirTemp(e.base, "k-")
+	if err != nil {
+		return "", err
+	}
+	// MkdirTemp makes it 0700, owned by us: the sandbox's uid 1000 is mapped
+	// to our uid by the user namespace, so it owns the directory inside.
+	return dir, nil
+}
+
+// NewKernel returns a kernel with a fresh, empty data directory: a ready one
+// when the pool has one, else one started now (bounded by ctx).
+func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	var p *proc
+	for len(e.ready) > 0 && p == nil {
+		p = e.ready[0]
+		e.ready = e.ready[1:]
+		if !p.alive() {
+			p.kill()
+			_ = removeKernelDirs(p.dataDir)
+			p = nil
+		}
+	}
+	e.mu.Unlock()
+	select {
+	case e.wakeup <- struct{}{}:
+	default:
+	}
+	if p == nil {
+		dir, err := e.newDataDir()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		p, err = e.startProc(ctx, dir, "kernel")
+		if err != nil {
+			_ = removeKernelDirs(dir)
+			return nil, err
+		}
+	}
+	k := &Kernel{e: e, dataDir: p.dataDir, p: p}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		p.kill()
+		_ = removeKernelDirs(p.dataDir)
+		return nil, ErrClosed
+	}
+	e.kernels[k] = struct{}{}
+	e.mu.Unlock()
+	return k, nil
+}
+
+// Close kills every sandbox, stops the pool and removes all data directories
+// the executor created. It is idempotent.
+func (e *Executor) Close() error {
+	e.closeOnce.Do(func() {
+		e.cancel()
+		e.poolWG.Wait()
+		e.mu.Lock()
+		e.closed = true
+		ready := e.ready
+		e.ready = nil
+		kernels := make([]*Kernel, 0, len(e.kernels))
+		for k := range e.kernels {
+			kernels = append(kernels, k)
+		}
+		e.mu.Unlock()
+		var errs []error
+		for _, p := range ready {
+			p.kill()
+			if err := removeKernelDirs(p.dataDir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, k := range kernels {
+			if err := k.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		e.mu.Lock()
+		close(e.launchCh)
+		e.mu.Unlock()
+		e.launchWG.Wait()
+		if e.cg != nil {
+			e.cg.remove()
+		}
+		if err := os.RemoveAll(e.sysDir); err != nil {
+			errs = append(errs, err)
+		}
+		if e.ownBase {
+			if err := os.RemoveAll(e.base); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
+
+func (e *Executor) forget(k *Kernel) {
+	e.mu.Lock()
+	delete(e.kernels, k)
+	e.mu.Unlock()
+}
+
+// countUserTasks counts the tasks (threads) of the real uid, for RLIMIT_NPROC
+// which counts per user across the whole machine.
+func countUserTasks(uid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, ent := range ents {
+		if _, err := strconv.Atoi(ent.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + ent.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var ruid, threads = -1, 1
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					ruid, _ = strconv.Atoi(f[0])
+				}
+			} else if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+				threads, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		if ruid == uid {
+			n += threads
+		}
+	}
+	return n
+}

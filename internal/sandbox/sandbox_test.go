@@ -1,0 +1,367 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+)
+
+func TestInfo(t *testing.T) {
+	e := shared(t)
+	info := e.Info()
+	require.Equal(t, "bubblewrap", info.Sandbox)
+	require.NotEmpty(t, info.Interpreter)
+	require.Regexp(t, `^3\.\d+\.\d+$`, info.PythonVersion)
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/IPython"); err == nil {
+		require.Contains(t, info.Packages, "ipython")
+	}
+	require.NotEmpty(t, e.Limits())
+	t.Logf("info %+v, limits %s", info, e.Limits())
+}
+
+func TestStatePersists(t *testing.T) {
+	k := newKernel(t, shared(t))
+	requireOK(t, k, "x = 41\nimport math")
+	res := requireOK(t, k, "x + 1")
+	require.JSONEq(t, `42`, string(res.Value))
+	res = requireOK(t, k, "import os\nos.getcwd(), math.floor(2.5)")
+	require.JSONEq(t, `"('/mnt/data', 2)"`, string(res.Value))
+}
+
+func TestLastExpressionValues(t *testing.T) {
+	k := newKernel(t, shared(t))
+	requireOK(t, k, "class Thing:\n    def __repr__(self):\n        return 'Thing()'\n")
+	tests := []struct {
+		name, code, want string
+	}{
+		{"int", "1 + 1", `2`},
+		{"big int", "2**70", `1180591620717411303424`},
+		{"float", "1 / 4", `0.25`},
+		{"nan", "float('nan')", `"nan"`},
+		{"inf", "float('inf')", `"inf"`},
+		{"minus inf", "-float('inf')", `"-inf"`},
+		{"str", "'hello'", `"hello"`},
+		{"str nan", "'nan'", `"nan"`},
+		{"bool", "3 > 2", `true`},
+		{"None", "None", `null`},
+		{"None from call", "print('x')", `null`},
+		{"no expression", "y = 3", `""`},
+		{"for loop", "for i in range(2):\n    i", `""`},
+		{"empty", "", `""`},
+		{"list", "[1, 'a', None]", `"[1, 'a', None]"`},
+		{"dict", "{'a': 1}", `"{'a': 1}"`},
+		{"object", "Thing()", `"Thing()"`},
+		{"numpy int", "import numpy as np\nnp.int64(7)", `7`},
+		{"numpy float", "import numpy as np\nnp.float64(0.5)", `0.5`},
+		{"tuple after statements", "a = 1\nb = 2\na, b", `"(1, 2)"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.code, "numpy") {
+				if _, ok := shared(t).Info().Packages["numpy"]; !ok {
+					t.Skip("numpy not installed")
+				}
+			}
+			res := requireOK(t, k, tc.code)
+			require.JSONEq(t, tc.want, string(res.Value))
+		})
+	}
+}
+
+func TestPrintOutput(t *testing.T) {
+	k := newKernel(t, shared(t))
+	res := requireOK(t, k, "import sys\nprint('hello')\nprint('warn', file=sys.stderr)\nimport subprocess\nsubprocess.run(['echo', 'from child'])\n")
+	require.Equal(t, "hello\nfrom child\n", res.Stdout)
+	require.Equal(t, "warn\n", res.Stderr)
+	require.False(t, res.StdoutTruncated)
+	// Output of one execution does not leak into the next.
+	res = requireOK(t, k, "print('second')")
+	require.Equal(t, "second\n", res.Stdout)
+	require.Empty(t, res.Stderr)
+}
+
+func TestExceptionFails(t *testing.T) {
+	k := newKernel(t, shared(t))
+	res := run(t, k, "def f():\n    return 1 / 0\nprint('before')\nf()")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Equal(t, "before\n", res.Stdout)
+	require.Contains(t, res.Stderr, "ZeroDivisionError")
+	require.Contains(t, res.Stderr, "Traceback")
+	require.Contains(t, res.Stderr, "line 4")
+	require.JSONEq(t, `""`, string(res.Value))
+	// The kernel is still fine.
+	res = requireOK(t, k, "f.__name__")
+	require.JSONEq(t, `"f"`, string(res.Value))
+}
+
+const seedSyntaxError = "import pandas as pd\n\ndf = pd.read_csv('/mnt/data/TemperatureData.csv')\ndf_sorted = df.sort_values(by='Temperature', ascending=False)\ndf_sorted.to_csv('/mnt/data/TemperatureData.csv', index=False)\n'filename': 'TemperatureData.csv'"
+
+func TestSeedSyntaxError(t *testing.T) {
+	k := newKernel(t, shared(t))
+	res := run(t, k, seedSyntaxError)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "SyntaxError")
+	require.Contains(t, res.Stderr, "illegal target for annotation")
+	require.Contains(t, res.Stderr, "line 6")
+	require.Empty(t, res.Stdout)
+	// Nothing ran: the CSV file was not needed.
+	requireOK(t, k, "1")
+}
+
+func requirePNG(t *testing.T, value json.RawMessage) {
+	t.Helper()
+	var img struct {
+		Type, Format, Base64Data string `json:"-"`
+	}
+	var m map[string]string
+	require.NoError(t, json.Unmarshal(value, &m), "value %.200s", value)
+	img.Type, img.Format, img.Base64Data = m["type"], m["format"], m["base64_data"]
+	require.Equal(t, "image", img.Type)
+	require.Equal(t, "png", img.Format)
+	data, err := base64.StdEncoding.DecodeString(img.Base64Data)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
+	require.Greater(t, len(data), 1000)
+}
+
+func TestMatplotlibFigure(t *testing.T) {
+	e := shared(t)
+	if _, ok := e.Info().Packages["matplotlib"]; !ok {
+		t.Skip("matplotlib not installed")
+	}
+	k := newKernel(t, e)
+	tests := []struct{ name, code string }{
+		{"open figure", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nx = 1"},
+		{"plt.show", "import matplotlib.pyplot as plt\nplt.figure()\nplt.bar(['a', 'b'], [3, 5])\nplt.show()"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := requireOK(t, k, tc.code)
+			requirePNG(t, res.Value)
+			require.NotContains(t, res.Stderr, "non-interactive")
+			// The figures were closed.
+			res = requireOK(t, k, "len(plt.get_fignums())")
+			require.JSONEq(t, `0`, string(res.Value))
+		})
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	k := newKernel(t, shared(t))
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	// 100 MB on stdout, 1 MB on stderr.
+	res := requireOK(t, k, "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(100):\n    print(chunk)\nsys.stderr.write('é' * 1_000_000)\n'done'")
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	require.JSONEq(t, `"done"`, string(res.Value))
+	require.Len(t, res.Stdout, 4096)
+	require.True(t, res.StdoutTruncated)
+	require.Equal(t, 4096, len([]rune(res.Stderr)))
+	require.Equal(t, strings.Repeat("é", 4096), res.Stderr)
+	require.True(t, res.StderrTruncated)
+	// Reading 100 MB must not have been buffered.
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(20<<20), "Go allocated too much while reading the output")
+	res = requireOK(t, k, "print('small')")
+	require.Equal(t, "small\n", res.Stdout)
+	require.False(t, res.StdoutTruncated)
+}
+
+func TestTimeoutInterruptsCell(t *testing.T) {
+	k := newKernel(t, shared(t))
+	requireOK(t, k, "kept = 'yes'")
+	res := runT(t, k, "print('start')\nwhile True:\n    pass", 2*time.Second)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.True(t, res.TimedOut)
+	require.False(t, res.Restarted, "stderr: %s", res.Stderr)
+	require.Contains(t, res.Stderr, "timed out")
+	require.Equal(t, "start\n", res.Stdout)
+	res = requireOK(t, k, "kept")
+	require.JSONEq(t, `"yes"`, string(res.Value))
+	require.False(t, res.TimedOut)
+}
+
+func TestIgnoredInterruptKillsAndRestarts(t *testing.T) {
+	k := newKernel(t, shared(t))
+	requireOK(t, k, "open('/mnt/data/keep.txt', 'w').write('kept')\nvariable = 1")
+	code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nprint('stubborn', flush=True)\nwhile True:\n    pass"
+	res := runT(t, k, code, time.Second)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.True(t, res.TimedOut)
+	require.True(t, res.Restarted)
+	require.Contains(t, res.Stderr, "restarted")
+	require.Equal(t, "stubborn\n", res.Stdout)
+	res = requireOK(t, k, "open('/mnt/data/keep.txt').read()")
+	require.JSONEq(t, `"kept"`, string(res.Value))
+	res = run(t, k, "variable")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "NameError")
+}
+
+func TestKernelDeathRestartsOnNextExecute(t *testing.T) {
+	k := newKernel(t, shared(t))
+	requireOK(t, k, "v = 1")
+	res := run(t, k, "import os\nprint('bye', flush=True)\nos._exit(1)")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "died")
+	require.Equal(t, "bye\n", res.Stdout)
+	res = run(t, k, "'v' in globals()")
+	require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+	require.True(t, res.Restarted)
+	require.JSONEq(t, `false`, string(res.Value))
+	res = requireOK(t, k, "1")
+	require.False(t, res.Restarted)
+}
+
+func TestCancel(t *testing.T) {
+	k := newKernel(t, shared(t))
+	requireOK(t, k, "kept = 5")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	res, err := k.Execute(ctx, kernel.Request{Code: "import time\ntime.sleep(30)", Timeout: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, kernel.Canceled, res.Status)
+	require.False(t, res.Restarted)
+	res = requireOK(t, k, "kept")
+	require.JSONEq(t, `5`, string(res.Value))
+}
+
+func TestDataDir(t *testing.T) {
+	e := shared(t)
+	k := newKernel(t, e)
+	require.NoError(t, os.WriteFile(filepath.Join(k.DataDir(), "in.csv"), []byte("a,b\n1,2\n"), 0o644))
+	res := requireOK(t, k, "open('/mnt/data/in.csv').read().splitlines()[1]")
+	require.JSONEq(t, `"1,2"`, string(res.Value))
+	requireOK(t, k, "with open('out.txt', 'w') as f:\n    f.write('from python')")
+	data, err := os.ReadFile(filepath.Join(k.DataDir(), "out.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "from python", string(data))
+	dir := k.DataDir()
+	require.NoError(t, k.Close())
+	require.NoDirExists(t, dir)
+	_, err = k.Execute(context.Background(), kernel.Request{Code: "1"})
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestModeNone(t *testing.T) {
+	requireSandbox(t, false)
+	e, err := New(Options{Mode: ModeNone, Ready: 0, noPreload: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	require.Equal(t, "none", e.Info().Sandbox)
+	k := newKernel(t, e)
+	res := requireOK(t, k, "import os\nopen('f.txt', 'w').write('x')\nos.getcwd()")
+	require.JSONEq(t, `"`+k.DataDir()+`"`, string(res.Value))
+	require.FileExists(t, filepath.Join(k.DataDir(), "f.txt"))
+}
+
+// TestOtherInterpreter runs a second python3 from PATH (a pyenv one here):
+// the shim is resolved and the interpreter's prefix is bound in the sandbox.
+func TestOtherInterpreter(t *testing.T) {
+	requireSandbox(t, true)
+	py, err := exec.LookPath("python3")
+	if err != nil || py == "/usr/bin/python3" {
+		t.Skip("no second python3 on PATH")
+	}
+	e, err := New(Options{Python: py, Ready: 0, noPreload: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	info := e.Info()
+	t.Logf("%s resolved to %s (%s), packages %v", py, info.Interpreter, info.PythonVersion, info.Packages)
+	require.NotEqual(t, "/usr/bin/python3", info.Interpreter)
+	k := newKernel(t, e)
+	res := requireOK(t, k, "import sys\nsys.executable")
+	require.JSONEq(t, strconv.Quote(info.Interpreter), string(res.Value))
+}
+
+// TestFallbackRunner runs cells through the driver's stdlib runner (ast +
+// exec/eval), used when IPython is not importable.
+func TestFallbackRunner(t *testing.T) {
+	requireSandbox(t, true)
+	e, err := New(Options{Ready: 0, noIPython: true, noPreload: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	k := newKernel(t, e)
+	require.Equal(t, "fallback", k.Runner())
+	res := requireOK(t, k, "x = 2\nprint('hi')\nx * 21")
+	require.JSONEq(t, `42`, string(res.Value))
+	require.Equal(t, "hi\n", res.Stdout)
+	res = requireOK(t, k, "None")
+	require.JSONEq(t, `null`, string(res.Value))
+	res = requireOK(t, k, "y = 1")
+	require.JSONEq(t, `""`, string(res.Value))
+	res = requireOK(t, k, "float('nan')")
+	require.JSONEq(t, `"nan"`, string(res.Value))
+	res = run(t, k, "def g():\n    raise ValueError('bad')\ng()")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "ValueError: bad")
+	require.Contains(t, res.Stderr, "raise ValueError('bad')")
+	require.NotContains(t, res.Stderr, "driver.py")
+	res = run(t, k, seedSyntaxError)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "SyntaxError: illegal target for annotation")
+	res = runT(t, k, "while True:\n    pass", time.Second)
+	require.True(t, res.TimedOut)
+	require.False(t, res.Restarted)
+	requireOK(t, k, "x")
+}
+
+// TestParallelKernels runs cells on several kernels at once (for -race).
+func TestParallelKernels(t *testing.T) {
+	e := shared(t)
+	kernels := []*Kernel{newKernel(t, e), newKernel(t, e), newKernel(t, e)}
+	errs := make(chan error, len(kernels))
+	for i, k := range kernels {
+		go func() {
+			for j := 0; j < 5; j++ {
+				res, err := k.Execute(context.Background(), kernel.Request{Code: fmt.Sprintf("%d * %d", i, j), Timeout: time.Minute})
+				if err == nil && string(res.Value) != strconv.Itoa(i*j) {
+					err = fmt.Errorf("kernel %d: got %s, want %d", i, res.Value, i*j)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range kernels {
+		require.NoError(t, <-errs)
+	}
+}
+
+// TestCloseDuringExecute: closing a kernel ends its running execution.
+func TestCloseDuringExecute(t *testing.T) {
+	k := newKernel(t, shared(t))
+	type out struct {
+		res kernel.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := k.Execute(context.Background(), kernel.Request{Code: "import time\ntime.sleep(60)", Timeout: 2 * time.Minute})
+		done <- out{res, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, k.Close())
+	o := <-done
+	require.NoError(t, o.err)
+	require.Equal(t, kernel.Failed, o.res.Status)
+	require.NoDirExists(t, k.DataDir())
+}
