@@ -125,7 +125,9 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	}
 	opts := options.ClientOptions
 	opts.APIVersion = version
-	var perRetry []policy.Policy
+	// redactErrorsPolicy comes first so that it also sees the errors of the
+	// policies after it (it only edits errors).
+	perRetry := []policy.Policy{redactErrorsPolicy{}}
 	if credential != nil {
 		perRetry = append(perRetry, newBearerTokenPolicy(credential, opts.InsecureAllowCredentialWithHTTP))
 	}
@@ -134,8 +136,9 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 		APIVersion: runtime.APIVersionOptions{Location: runtime.APIVersionLocationQueryParam, Name: "api-version"},
 		PerRetry:   perRetry,
 		Tracing:    runtime.TracingOptions{Namespace: tracingNamespace},
-		// "identifier" is deliberately not allow-listed: azcore redacts it in logs.
-		AllowedHeaders: []string{"operation-id", "Operation-Location", wire.ErrorCodeHeader},
+		// "identifier" is deliberately not allow-listed: azcore redacts it in
+		// logs. Neither is Operation-Location, whose URL repeats the identifier.
+		AllowedHeaders: []string{"operation-id", wire.ErrorCodeHeader},
 	}, &opts)
 	if err != nil {
 		return nil, err
@@ -212,4 +215,42 @@ func (c *Client) requireSessionManagement(op string) error {
 		return fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20250202Preview, c.version)
 	}
 	return nil
+}
+
+// redactErrorsPolicy keeps the session identifier, a bearer secret, out of
+// transport errors: net/http reports them as *url.Error holding the full
+// request URL, query included. The identifier's value is replaced by
+// REDACTED (as azcore's logs do); the rest of the error is kept, so errors.Is
+// and errors.As see the same chain.
+type redactErrorsPolicy struct{}
+
+func (redactErrorsPolicy) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	var ue *url.Error
+	if err != nil && errors.As(err, &ue) {
+		ue.URL = redactIdentifier(ue.URL)
+	}
+	return resp, err
+}
+
+// redactIdentifier replaces the value of the identifier query parameter of
+// rawURL with REDACTED; a URL it cannot parse loses its whole query.
+func redactIdentifier(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		if i := strings.IndexByte(rawURL, '?'); i >= 0 {
+			return rawURL[:i]
+		}
+		return rawURL
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		u.RawQuery = ""
+		return u.String()
+	}
+	if q.Has("identifier") {
+		q.Set("identifier", "REDACTED")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

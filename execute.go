@@ -324,11 +324,17 @@ func (s *Session) executeLegacy(ctx context.Context, code string, timeout int32)
 		return Execution{}, err
 	}
 	resp, err := s.client.internal.Pipeline().Do(req)
-	if err != nil || !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
-		if err == nil {
-			err = wrapAuthError(runtime.NewResponseError(resp))
+	if err != nil {
+		if ambiguous(nil, err) {
+			return Execution{}, outcomeUnknown(ctx, err)
 		}
-		if ambiguous(resp, err) {
+		return Execution{}, err
+	}
+	if !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
+		// only the status code decides: a 4xx (or an exhausted 429) proves
+		// nothing ran twice and is an ordinary service error
+		err = wrapAuthError(runtime.NewResponseError(resp))
+		if ambiguous(resp, nil) {
 			return Execution{}, outcomeUnknown(ctx, err)
 		}
 		return Execution{}, err
@@ -563,11 +569,15 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 	}
 	resp, err := s.client.internal.Pipeline().Do(req)
 	if err != nil || !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
-		if err == nil {
+		var isAmbiguous bool
+		if err != nil {
+			isAmbiguous = ambiguous(nil, err)
+		} else {
+			isAmbiguous = ambiguous(resp, nil)
 			err = wrapAuthError(runtime.NewResponseError(resp))
 		}
 		// Whether it was started or not, a poller on the operation-id finds out.
-		if !ambiguous(resp, err) || ctx.Err() != nil {
+		if !isAmbiguous || ctx.Err() != nil {
 			return nil, err
 		}
 		if _, found, lookupErr := s.lookupExecution(ctx, operationID); lookupErr != nil || !found {
