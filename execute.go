@@ -386,59 +386,71 @@ func (s *Session) newExecuteRequest(ctx context.Context, code string, timeout in
 }
 
 // executeOnce runs code on the executions contract with exactly-once
-// semantics (see Execute).
+// semantics (see Execute) and waits for it to finish.
 func (s *Session) executeOnce(ctx context.Context, code string, timeout int32, options *ExecuteOptions) (Execution, error) {
+	w, err := s.submitExecution(ctx, code, timeout, options, wire.ExecutionSynchronous)
+	if err != nil {
+		return Execution{}, err
+	}
+	exec := executionFromWire(w)
+	if exec.Status.Terminal() {
+		return exec, nil
+	}
+	return s.pollExecution(ctx, exec.ID)
+}
+
+// submitExecution POSTs an execution under an operation-id and returns the
+// first state the service reports, sending again only when the service says
+// it has no execution of that id (GET executions/{id} answers 404) after an
+// ambiguous failure. The returned state's ID is never empty.
+func (s *Session) submitExecution(ctx context.Context, code string, timeout int32, options *ExecuteOptions, executionType string) (wire.ExecuteResponse, error) {
 	operationID := options.OperationID
 	if operationID == "" {
 		operationID = newUUID()
 	}
+	withID := func(w wire.ExecuteResponse) wire.ExecuteResponse {
+		if w.ID == "" {
+			w.ID = operationID
+		}
+		return w
+	}
 	delay := s.client.retryDelay()
 	for attempt := 0; ; attempt++ {
-		req, err := s.newExecuteRequest(ctx, code, timeout, options, wire.ExecutionSynchronous, operationID)
+		req, err := s.newExecuteRequest(ctx, code, timeout, options, executionType, operationID)
 		if err != nil {
-			return Execution{}, err
+			return wire.ExecuteResponse{}, err
 		}
 		resp, err := s.client.internal.Pipeline().Do(req)
 		if err == nil && runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
 			var w wire.ExecuteResponse
 			if err = runtime.UnmarshalAsJSON(resp, &w); err == nil {
-				exec := executionFromWire(w)
-				if exec.ID == "" {
-					exec.ID = operationID
-				}
-				if exec.Status.Terminal() {
-					return exec, nil
-				}
-				return s.pollExecution(ctx, exec.ID)
+				return withID(w), nil
 			}
 			// the answer was cut: fall through to the look-up
 		} else if err == nil {
 			err = wrapAuthError(runtime.NewResponseError(resp))
 			if !ambiguous(resp, nil) {
-				return Execution{}, err
+				return wire.ExecuteResponse{}, err
 			}
 		} else if !ambiguous(nil, err) || ctx.Err() != nil {
 			if ctx.Err() != nil {
-				return Execution{}, outcomeUnknown(ctx, err)
+				return wire.ExecuteResponse{}, outcomeUnknown(ctx, err)
 			}
-			return Execution{}, err
+			return wire.ExecuteResponse{}, err
 		}
 		// Ambiguous: did the service record the execution?
-		exec, found, lookupErr := s.lookupExecution(ctx, operationID)
+		w, found, lookupErr := s.lookupExecution(ctx, operationID)
 		switch {
 		case lookupErr != nil:
-			return Execution{}, outcomeUnknown(ctx, errors.Join(err, lookupErr))
+			return wire.ExecuteResponse{}, outcomeUnknown(ctx, errors.Join(err, lookupErr))
 		case found:
-			if exec.Status.Terminal() {
-				return exec, nil
-			}
-			return s.pollExecution(ctx, operationID)
+			return withID(w), nil
 		case attempt >= s.client.maxRetries():
-			return Execution{}, fmt.Errorf("azsessions: execution not run after %d attempts: %w", attempt+1, err)
+			return wire.ExecuteResponse{}, fmt.Errorf("azsessions: execution not run after %d attempts: %w", attempt+1, err)
 		}
 		// The service has no such execution: sending again cannot run it twice.
 		if err := sleep(ctx, delay); err != nil {
-			return Execution{}, err
+			return wire.ExecuteResponse{}, err
 		}
 		delay *= 2
 	}
@@ -446,27 +458,27 @@ func (s *Session) executeOnce(ctx context.Context, code string, timeout int32, o
 
 // lookupExecution asks GET executions/{id}. found is false when the service
 // answers 404 (it has no such execution).
-func (s *Session) lookupExecution(ctx context.Context, operationID string) (Execution, bool, error) {
+func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire.ExecuteResponse, bool, error) {
 	req, err := s.client.newRequest(ctx, http.MethodGet, "executions/"+pathEscape(operationID), s.identifier, nil)
 	if err != nil {
-		return Execution{}, false, err
+		return wire.ExecuteResponse{}, false, err
 	}
 	resp, err := s.client.internal.Pipeline().Do(req)
 	if err != nil {
-		return Execution{}, false, err
+		return wire.ExecuteResponse{}, false, err
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		runtime.Drain(resp)
-		return Execution{}, false, nil
+		return wire.ExecuteResponse{}, false, nil
 	}
 	if !runtime.HasStatusCode(resp, http.StatusOK) {
-		return Execution{}, false, wrapAuthError(runtime.NewResponseError(resp))
+		return wire.ExecuteResponse{}, false, wrapAuthError(runtime.NewResponseError(resp))
 	}
 	var w wire.ExecuteResponse
 	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
-		return Execution{}, false, err
+		return wire.ExecuteResponse{}, false, err
 	}
-	return executionFromWire(w), true, nil
+	return w, true, nil
 }
 
 // pollInterval is how often a running execution is polled.
@@ -478,14 +490,14 @@ func (s *Session) pollExecution(ctx context.Context, operationID string) (Execut
 		if err := sleep(ctx, pollInterval); err != nil {
 			return Execution{}, outcomeUnknown(ctx, err)
 		}
-		exec, found, err := s.lookupExecution(ctx, operationID)
+		w, found, err := s.lookupExecution(ctx, operationID)
 		if err != nil {
 			return Execution{}, outcomeUnknown(ctx, err)
 		}
 		if !found {
 			return Execution{}, outcomeUnknown(ctx, errors.New("the service no longer knows the execution"))
 		}
-		if exec.Status.Terminal() {
+		if exec := executionFromWire(w); exec.Status.Terminal() {
 			return exec, nil
 		}
 	}
@@ -559,43 +571,12 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	operationID := options.OperationID
-	if operationID == "" {
-		operationID = newUUID()
-	}
-	req, err := s.newExecuteRequest(ctx, code, timeout, &options.ExecuteOptions, wire.ExecutionAsynchronous, operationID)
+	state, err := s.submitExecution(ctx, code, timeout, &options.ExecuteOptions, wire.ExecutionAsynchronous)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.internal.Pipeline().Do(req)
-	if err != nil || !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
-		var isAmbiguous bool
-		if err != nil {
-			isAmbiguous = ambiguous(nil, err)
-		} else {
-			isAmbiguous = ambiguous(resp, nil)
-			err = wrapAuthError(runtime.NewResponseError(resp))
-		}
-		// Whether it was started or not, a poller on the operation-id finds out.
-		if !isAmbiguous || ctx.Err() != nil {
-			return nil, err
-		}
-		if _, found, lookupErr := s.lookupExecution(ctx, operationID); lookupErr != nil || !found {
-			return nil, outcomeUnknown(ctx, errors.Join(err, lookupErr))
-		}
-		resp = nil
-	}
-	h := &executionPoller{session: s, OperationID: operationID, OutputCap: int(options.OutputStreamsMaxLength)}
-	if resp != nil {
-		var w wire.ExecuteResponse
-		if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
-			return nil, err
-		}
-		h.State = w
-	} else {
-		h.State.Status = wire.StatusRunning
-	}
-	return runtime.NewPoller(resp, s.client.internal.Pipeline(), &runtime.NewPollerOptions[ExecuteResponse]{
+	h := &executionPoller{session: s, OperationID: state.ID, OutputCap: int(options.OutputStreamsMaxLength), State: state}
+	return runtime.NewPoller(nil, s.client.internal.Pipeline(), &runtime.NewPollerOptions[ExecuteResponse]{
 		Handler: h,
 		Tracer:  s.client.internal.Tracer(),
 	})

@@ -636,7 +636,37 @@ func TestBeginExecuteErrors(t *testing.T) {
 		require.Equal(t, "ok\n", resp.Stdout)
 		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
 	})
-	t.Run("503 then 404", func(t *testing.T) {
+	t.Run("503 then 404 then accepted", func(t *testing.T) {
+		// The service says it has no such execution: sending again under the
+		// same operation-id cannot run the code twice, as with Execute.
+		p := setup(t, APIVersion20251002Preview)
+		var posts []string
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			posts = append(posts, r.Header.Get("operation-id"))
+			if len(posts) == 1 {
+				writeError(w, http.StatusServiceUnavailable, "Oops", "lost")
+				return
+			}
+			writeJSON(w, http.StatusAccepted, []byte(`{"id":"`+r.Header.Get("operation-id")+`","identifier":"x","status":"Running"}`))
+		})
+		var lookups int
+		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			lookups++
+			if lookups == 1 {
+				writeError(w, http.StatusNotFound, "NotFound", "none")
+				return
+			}
+			writeJSON(w, http.StatusOK, newResult("Succeeded", "ok\n", "", "1"))
+		})
+		poller, err := p.client.Session(testIdentifier).BeginExecute(context.Background(), "x", nil)
+		require.NoError(t, err)
+		resp, err := poller.PollUntilDone(context.Background(), &runtime.PollUntilDoneOptions{Frequency: time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, "ok\n", resp.Stdout)
+		require.Len(t, posts, 2)
+		require.Equal(t, posts[0], posts[1], "the same operation-id is sent again")
+	})
+	t.Run("503 and never recorded", func(t *testing.T) {
 		p := setup(t, APIVersion20251002Preview)
 		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "Oops", "lost")
@@ -645,8 +675,8 @@ func TestBeginExecuteErrors(t *testing.T) {
 			writeError(w, http.StatusNotFound, "NotFound", "none")
 		})
 		_, err := p.client.Session(testIdentifier).BeginExecute(context.Background(), "x", nil)
-		require.Error(t, err)
-		require.Equal(t, 1, p.requestsTo("POST", "/executions"), "never re-POSTed by BeginExecute")
+		require.ErrorContains(t, err, "not run after 4 attempts")
+		require.Equal(t, 4, p.requestsTo("POST", "/executions"), "bounded by Retry.MaxRetries")
 	})
 }
 

@@ -57,5 +57,3 @@ func oneLine(err error) string {
 	}
 	return msg
 }
-
-
