@@ -1,0 +1,102 @@
+package azsessionstest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/azsessionstest"
+	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+func TestClient(t *testing.T) {
+	tests := []struct {
+		name string
+		opts azsessionstest.Options
+	}{
+		{"http", azsessionstest.Options{}},
+		{"https", azsessionstest.Options{TLS: true}},
+		{"token required", azsessionstest.Options{Options: emulator.Options{RequireToken: true}}},
+		{"https token required", azsessionstest.Options{TLS: true, Options: emulator.Options{RequireToken: true}}},
+	}
+	for _, tt := range tests {
+		for _, version := range wire.Versions {
+			t.Run(tt.name+" "+version, func(t *testing.T) {
+				opts := tt.opts
+				opts.APIVersion = version
+				srv := azsessionstest.Start(t, &opts)
+				c := srv.Client()
+				require.Equal(t, srv.Endpoint(), c.Endpoint())
+				require.Equal(t, version, c.APIVersion())
+				sess := c.NewSession()
+				ctx := context.Background()
+				resp, err := sess.Execute(ctx, "x = 6\nprint('hi')\nx * 7", nil)
+				require.NoError(t, err)
+				require.Equal(t, azsessions.ExecutionStatusSucceeded, resp.Status)
+				require.Equal(t, "hi\n", resp.Stdout)
+				require.Equal(t, "42", string(resp.Result))
+				_, err = sess.UploadFile(ctx, "data.csv", strings.NewReader("a,b\n1,2\n"), nil)
+				require.NoError(t, err)
+				dl, err := sess.DownloadFile(ctx, "data.csv", nil)
+				require.NoError(t, err)
+				defer dl.Body.Close()
+				require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()))
+			})
+		}
+	}
+}
+
+// TestClientExecutesOnce: whatever fault hits an execution, the SDK client
+// never runs the code twice on the executions contract.
+func TestClientExecutesOnce(t *testing.T) {
+	faults := []struct {
+		name  string
+		fault azsessionstest.Fault
+	}{
+		{"429 Retry-After", azsessionstest.Fault{Status: 429, RetryAfter: "0"}},
+		{"503 before handler", azsessionstest.Fault{Status: 503}},
+		{"500 after handler", azsessionstest.Fault{Status: 500, AfterHandler: true}},
+		{"reset before handler", azsessionstest.Fault{ResetBeforeHandler: true}},
+		{"reset after handler", azsessionstest.Fault{ResetAfterHandler: true}},
+		{"reset mid body", azsessionstest.Fault{ResetMidBody: true}},
+		{"reset mid request", azsessionstest.Fault{ResetMidRequest: true}},
+	}
+	for _, f := range faults {
+		for _, version := range []string{wire.V20241002Preview, wire.V20250202Preview, wire.V20251002Preview} {
+			t.Run(f.name+" "+version, func(t *testing.T) {
+				srv := azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version})
+				srv.InjectFault(azsessionstest.RouteExecute, f.fault, 1)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				sess := srv.Client().NewSession()
+				resp, err := sess.Execute(ctx, "print('once')", nil)
+				require.NoError(t, err)
+				require.Equal(t, "once\n", resp.Stdout)
+				require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()))
+			})
+		}
+	}
+}
+
+func TestClientSessionExpiry(t *testing.T) {
+	srv := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Cooldown: 5 * time.Minute}})
+	ctx := context.Background()
+	sess := srv.Client().NewSession()
+	_, err := sess.Execute(ctx, "x = 1", nil)
+	require.NoError(t, err)
+	got, err := sess.Get(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, sess.Identifier(), got.Identifier)
+	srv.Advance(6 * time.Minute)
+	_, err = sess.Get(ctx, nil)
+	require.Error(t, err)
+	resp, err := sess.Execute(ctx, "x", nil)
+	require.NoError(t, err)
+	require.Equal(t, azsessions.ExecutionStatusFailed, resp.Status)
+	require.Contains(t, resp.Stderr, "NameError")
+}

@@ -1,0 +1,256 @@
+// Command azsessions-emulator serves a local emulator of the Azure Container
+// Apps dynamic sessions pool management endpoint (the Python code
+// interpreter), for every api-version of the data plane.
+//
+//	go run ./cmd/azsessions-emulator -addr 127.0.0.1:8080
+//
+// It prints the pool endpoint URL
+// (http://127.0.0.1:8080/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/local/sessionPools/emulator)
+// as one line on stdout, logs to stderr and shuts down cleanly on SIGINT or
+// SIGTERM, killing every sandbox and removing its data.
+//
+// Code runs in real Python, one interpreter per session, isolated with
+// bubblewrap (apt-get install bubblewrap). Without bwrap the emulator refuses
+// to start unless -sandbox=none, which runs code unisolated as the current
+// user.
+//
+// Flags:
+//
+//	-addr                 listen address (default 127.0.0.1:8080; port 0 picks one)
+//	-sandbox              bwrap or none (default bwrap)
+//	-python               Python interpreter (default: the system python3)
+//	-cooldown             idle time before a session ends (default 5m)
+//	-max-sessions         live sessions in the pool (default 600)
+//	-max-execution-time   cap on one execution (default 3m40s)
+//	-max-upload-bytes     largest upload, e.g. 128MiB (default 128MiB)
+//	-output-max-length    stdout/stderr cap in characters (default 4096)
+//	-memory-limit         memory of one sandbox, e.g. 1GiB (default 1GiB)
+//	-data-dir             directory for the sessions' data (default: a temporary one)
+//	-ready                interpreters kept started (default 2)
+//	-require-token        answer 401 without "Authorization: Bearer ..."
+//	-tls-cert, -tls-key   serve HTTPS with this certificate and key
+//	-log-level            debug, info, warn or error (default info)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/azsessions/azsessions/emulator"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, stop)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "azsessions-emulator:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// config is the parsed command line.
+type config struct {
+	addr, sandbox, python, dataDir, tlsCert, tlsKey, logLevel string
+	cooldown, maxExecutionTime                                time.Duration
+	maxSessions, outputMaxLength, ready                       int
+	maxUploadBytes, memoryLimit                               byteSize
+	requireToken                                              bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{maxUploadBytes: emulator.DefaultMaxUploadBytes, memoryLimit: 1 << 30}
+	fs := flag.NewFlagSet("azsessions-emulator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
+	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, or none (no isolation: only for trusted code)")
+	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
+	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
+	fs.IntVar(&c.maxSessions, "max-sessions", emulator.DefaultMaxSessions, "live sessions in the pool; one more gets 404")
+	fs.DurationVar(&c.maxExecutionTime, "max-execution-time", emulator.DefaultMaxExecutionTime, "cap on one execution")
+	fs.Var(&c.maxUploadBytes, "max-upload-bytes", "largest upload, in bytes or with a unit (KiB, MiB, GiB, KB, MB, GB); above it 413")
+	fs.IntVar(&c.outputMaxLength, "output-max-length", emulator.DefaultOutputMaxLength, "stdout and stderr cap, each, in characters")
+	fs.Var(&c.memoryLimit, "memory-limit", "memory of one sandbox, in bytes or with a unit (e.g. 1GiB)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")
+	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast")
+	fs.BoolVar(&c.requireToken, "require-token", false, `answer 401 to requests without "Authorization: Bearer ..." (the token is not checked)`)
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "certificate `file` to serve HTTPS (with -tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "private key `file` to serve HTTPS (with -tls-cert)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxNone {
+		return c, fmt.Errorf("-sandbox must be %s or %s", emulator.SandboxBwrap, emulator.SandboxNone)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, errors.New("-tls-cert and -tls-key go together")
+	}
+	if c.ready < 0 {
+		return c, errors.New("-ready must not be negative")
+	}
+	return c, nil
+}
+
+// run starts the emulator and serves until ctx ends. onSignal, when not nil,
+// is called once shutdown starts (so that a second signal kills the process).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal func()) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if c.sandbox == emulator.SandboxNone {
+		log.Warn("-sandbox=none: code runs WITHOUT ANY ISOLATION as the current user, with its network and files; use it only for trusted code")
+	}
+	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{
+		Python: c.python, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
+		MemoryLimitBytes: int64(c.memoryLimit), Logger: log,
+	})
+	if errors.Is(err, emulator.ErrNoBubblewrap) {
+		return fmt.Errorf("%w\nbubblewrap isolates the code; install it (apt-get install bubblewrap) or, for trusted code only, run with -sandbox=none", err)
+	}
+	if err != nil {
+		return err
+	}
+	logInfo(log, ex.Info())
+	h, err := emulator.NewHandler(emulator.Options{
+		Executor: ex, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
+		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Logger: log,
+	})
+	if err != nil {
+		_ = ex.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		_ = h.Close()
+		return err
+	}
+	scheme := "http"
+	if c.tlsCert != "" {
+		scheme = "https"
+	}
+	endpoint := scheme + "://" + displayAddr(ln.Addr()) + h.PoolPath()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() {
+		if c.tlsCert != "" {
+			served <- srv.ServeTLS(ln, c.tlsCert, c.tlsKey)
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	fmt.Fprintln(stdout, endpoint)
+	log.Info("serving", "endpoint", endpoint, "require_token", c.requireToken, "cooldown", c.cooldown, "max_sessions", c.maxSessions)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		if onSignal != nil {
+			onSignal()
+		}
+		log.Info("shutting down")
+	case serveErr = <-served:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	shutdownErr := srv.Shutdown(shutdownCtx) // lets short requests finish
+	closeErr := h.Close()                    // cancels executions, kills every sandbox, removes data
+	if shutdownErr != nil {
+		_ = srv.Close()
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	if closeErr != nil {
+		log.Error("closing the sandboxes failed", "err", closeErr)
+	}
+	return errors.Join(serveErr, closeErr)
+}
+
+// logInfo logs the interpreter and which of the usual packages it has.
+func logInfo(log *slog.Logger, info emulator.Info) {
+	attrs := []any{"interpreter", info.Interpreter, "python", info.PythonVersion, "sandbox", info.Sandbox}
+	var missing []string
+	for _, p := range []string{"ipython", "numpy", "pandas", "matplotlib"} {
+		if v, ok := lookupPackage(info.Packages, p); ok {
+			attrs = append(attrs, p, v)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	log.Info("python", attrs...)
+	if len(missing) > 0 {
+		log.Warn("python packages not found; code that imports them fails", "missing", strings.Join(missing, ","))
+	}
+}
+
+func lookupPackage(pkgs map[string]string, name string) (string, bool) {
+	for k, v := range pkgs {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// displayAddr turns a listener address into one a client can dial
+// (an unspecified IP becomes localhost).
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// byteSize is a flag of a size in bytes with an optional unit.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	mult := int64(1)
+	num := strings.TrimSpace(s)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("invalid size %q (want bytes, or a number with KiB, MiB, GiB, KB, MB or GB)", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/azsessions/azsessions/emulator"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c config)
+	}{
+		{nil, "", func(t *testing.T, c config) {
+			require.Equal(t, "127.0.0.1:8080", c.addr)
+			require.Equal(t, "bwrap", c.sandbox)
+			require.Equal(t, 5*time.Minute, c.cooldown)
+			require.Equal(t, 600, c.maxSessions)
+			require.Equal(t, 220*time.Second, c.maxExecutionTime)
+			require.Equal(t, byteSize(128<<20), c.maxUploadBytes)
+			require.Equal(t, 4096, c.outputMaxLength)
+			require.Equal(t, byteSize(1<<30), c.memoryLimit)
+			require.Equal(t, 2, c.ready)
+		}},
+		{[]string{"-sandbox=none", "-max-upload-bytes", "10MiB", "-memory-limit", "512MB", "-cooldown", "1h", "-require-token"}, "", func(t *testing.T, c config) {
+			require.Equal(t, "none", c.sandbox)
+			require.Equal(t, byteSize(10<<20), c.maxUploadBytes)
+			require.Equal(t, byteSize(512e6), c.memoryLimit)
+			require.Equal(t, time.Hour, c.cooldown)
+			require.True(t, c.requireToken)
+		}},
+		{[]string{"-sandbox=docker"}, "-sandbox must be", nil},
+		{[]string{"-tls-cert", "x.pem"}, "go together", nil},
+		{[]string{"-max-upload-bytes", "lots"}, "invalid size", nil},
+		{[]string{"-ready", "-1"}, "negative", nil},
+		{[]string{"extra"}, "unexpected argument", nil},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			c, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestDisplayAddr(t *testing.T) {
+	for in, want := range map[string]string{"0.0.0.0:80": "localhost:80", "[::]:80": "localhost:80", "127.0.0.1:9": "127.0.0.1:9", "[::1]:9": "[::1]:9"} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		require.NoError(t, err)
+		require.Equal(t, want, displayAddr(a))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestRun starts the emulator with the real sandbox, runs code through it
+// and shuts it down. It is skipped when the sandbox cannot start here
+// (unless AZSESSIONS_REQUIRE_SANDBOX=1).
+func TestRun(t *testing.T) {
+	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Ready: 0})
+	if err != nil {
+		if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {
+			t.Fatalf("sandbox: %v", err)
+		}
+		t.Skipf("no sandbox here: %v", err)
+	}
+	require.NoError(t, ex.Close())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	dataDir := t.TempDir()
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-ready", "0", "-data-dir", dataDir, "-require-token"}, &stdout, &stderr, nil)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "\n") }, 30*time.Second, 20*time.Millisecond, "stderr: %s", stderr.String())
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, 1)
+	endpoint := lines[0]
+	require.Regexp(t, `^http://127\.0\.0\.1:\d+/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/local/sessionPools/emulator$`, endpoint)
+
+	do := func(method, route, body string, token bool) (int, string) {
+		req, err := http.NewRequest(method, endpoint+"/"+route, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if token {
+			req.Header.Set("Authorization", "Bearer tok-SECRET-123")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	q := "?api-version=2025-10-02-preview&identifier=cmd-test"
+	status, _ := do("GET", "metadata?api-version=2025-10-02-preview", "", false)
+	require.Equal(t, http.StatusUnauthorized, status)
+	status, body := do("POST", "executions"+q, `{"code":"import os\nos.symlink('/etc/passwd', '/mnt/data/escape')\nopen('/mnt/data/in.txt','w').write('hi')\n6*7","timeoutInSeconds":60}`, true)
+	require.Equal(t, http.StatusOK, status, body)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &m))
+	require.Equal(t, "Succeeded", m["status"], body)
+	require.Equal(t, float64(42), m["result"].(map[string]any)["executionResult"])
+	status, body = do("GET", "files/in.txt/content"+q, "", true)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "hi", body)
+	status, _ = do("GET", "files/escape/content"+q, "", true)
+	require.Equal(t, http.StatusBadRequest, status)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	entries, err := os.ReadDir(dataDir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "session data left behind")
+	require.NotContains(t, stderr.String(), "cmd-test")
+	require.NotContains(t, stderr.String(), "SECRET")
+}
+
+func TestRunRefusesWithoutBubblewrap(t *testing.T) {
+	// An empty PATH hides bwrap.
+	t.Setenv("PATH", t.TempDir())
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-python", "/usr/bin/python3", "-ready", "0"}, io.Discard, io.Discard, nil)
+	if err == nil {
+		t.Fatal("started without bwrap on PATH")
+	}
+	if !errors.Is(err, emulator.ErrNoBubblewrap) {
+		t.Skipf("the sandbox found bwrap elsewhere or failed otherwise: %v", err)
+	}
+	require.ErrorContains(t, err, "apt-get install bubblewrap")
+	require.ErrorContains(t, err, "-sandbox=none")
+}

@@ -1,0 +1,293 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+// maxExecuteBody bounds the JSON body of an execution request.
+const maxExecuteBody = 16 << 20
+
+// killGrace is how long past its timeout a kernel may take before the
+// emulator cancels the execution's context.
+const killGrace = 10 * time.Second
+
+// execution is one recorded execution of a session.
+type execution struct {
+	id    string
+	async bool
+	done  chan struct{}
+
+	mu     sync.Mutex
+	status string // wire.Status* word
+	res    ExecutionResult
+	kerr   bool // the kernel failed (not the code)
+}
+
+// execParams is a decoded execution request of either contract.
+type execParams struct {
+	code      string
+	async     bool
+	timeout   time.Duration
+	outputMax int
+}
+
+// parseExecute decodes and checks the body of POST code/execute or POST executions.
+func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, maxExecuteBody))
+	if err != nil {
+		return execParams{}, badRequest("the request body could not be read or is over %d bytes", maxExecuteBody)
+	}
+	var p wire.LegacyExecuteProperties
+	var outMax *int32
+	if c.feat.Legacy {
+		var req wire.LegacyExecuteRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return execParams{}, badRequest("the request body is not valid JSON")
+		}
+		if req.Properties == nil {
+			return execParams{}, errorf(http.StatusBadRequest, wire.CodeSessionPropertiesMissing, "api-version %s needs the body wrapped in {\"properties\":{...}}", c.version)
+		}
+		p = *req.Properties
+	} else {
+		var req wire.ExecuteRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return execParams{}, badRequest("the request body is not valid JSON")
+		}
+		if len(req.Properties) > 0 && !bytes.Equal(req.Properties, []byte("null")) {
+			if c.feat.OutputStreamsMaxLength { // 2025-10-02-preview rejects the legacy wrapper
+				return execParams{}, errorf(http.StatusBadRequest, wire.CodeSessionPropertiesMissing, "api-version %s takes a flat body; the {\"properties\":{...}} wrapper is not accepted", c.version)
+			}
+			if err := json.Unmarshal(req.Properties, &p); err != nil {
+				return execParams{}, badRequest("the properties object is not valid")
+			}
+		} else {
+			p = wire.LegacyExecuteProperties{CodeInputType: req.CodeInputType, ExecutionType: req.ExecutionType, Code: req.Code, TimeoutInSeconds: req.TimeoutInSeconds}
+			if c.feat.OutputStreamsMaxLength {
+				outMax = req.OutputStreamsMaxLength
+			}
+		}
+	}
+	ep := execParams{code: p.Code, outputMax: h.opt.OutputMaxLength}
+	switch {
+	case p.ExecutionType == "" || strings.EqualFold(p.ExecutionType, wire.ExecutionSynchronous):
+	case strings.EqualFold(p.ExecutionType, wire.ExecutionAsynchronous):
+		ep.async = !c.feat.Legacy // the legacy contract has no asynchronous executions
+	default:
+		return execParams{}, badRequest("executionType must be Synchronous or Asynchronous")
+	}
+	switch strings.ToLower(p.CodeInputType) {
+	case "", "inline", "inlinetext":
+	case "inlinebase64":
+		b, err := base64.StdEncoding.DecodeString(p.Code)
+		if err != nil {
+			return execParams{}, badRequest("code is not valid base64 (codeInputType InlineBase64)")
+		}
+		ep.code = string(b)
+	default:
+		return execParams{}, badRequest("codeInputType must be Inline, InlineBase64 or InlineText")
+	}
+	if p.TimeoutInSeconds < 0 {
+		return execParams{}, badRequest("timeoutInSeconds must not be negative")
+	}
+	ep.timeout = time.Duration(p.TimeoutInSeconds) * time.Second
+	if ep.timeout == 0 {
+		ep.timeout = wire.MaxExecutionSeconds * time.Second
+	}
+	ep.timeout = min(ep.timeout, h.opt.MaxExecutionTime)
+	if outMax != nil {
+		if *outMax < 0 {
+			return execParams{}, badRequest("outputStreamsMaxLength must not be negative")
+		}
+		if *outMax > 0 {
+			ep.outputMax = int(*outMax)
+		}
+	}
+	return ep, nil
+}
+
+// execute serves POST code/execute and POST executions. The operation-id
+// header names the execution; a name the session already knows answers the
+// recorded execution without running the code again.
+func (h *Handler) execute(c *call) *apiError {
+	ep, aerr := h.parseExecute(c)
+	if aerr != nil {
+		return aerr
+	}
+	id := c.r.Header.Get("operation-id")
+	if id == "" {
+		id = newUUID()
+	}
+	s := c.sess
+	s.execMu.Lock()
+	e, known := s.execs[id]
+	if !known {
+		e = &execution{id: id, async: ep.async, done: make(chan struct{}), status: wire.StatusRunning}
+		s.recordLocked(e)
+	}
+	s.execMu.Unlock()
+	if !known {
+		h.hold(s)
+		h.wg.Add(1)
+		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputMaxLength: ep.outputMax}, ep.outputMax)
+	}
+	h.setOperationHeaders(c, id)
+	if ep.async {
+		h.writeExecution(c, e, http.StatusAccepted)
+		return nil
+	}
+	select {
+	case <-e.done:
+	case <-c.r.Context().Done():
+		return nil // the client is gone; the execution goes on and stays recorded
+	}
+	h.writeExecution(c, e, c.feat.ExecuteStatus)
+	return nil
+}
+
+// run executes e on the session's kernel after the executions queued before it.
+func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax int) {
+	defer h.wg.Done()
+	defer close(e.done)      // second: the answer goes out after the release
+	defer h.release(s, true) // first
+	finish := func(status string, res ExecutionResult, kerr bool) {
+		e.mu.Lock()
+		e.status, e.res, e.kerr = status, res, kerr
+		e.mu.Unlock()
+	}
+	select {
+	case s.queue <- struct{}{}:
+	case <-s.ctx.Done():
+		finish(wire.StatusCanceled, ExecutionResult{Status: Canceled, Stderr: "the session ended before the execution started"}, false)
+		return
+	}
+	defer func() { <-s.queue }()
+	if s.ctx.Err() != nil {
+		finish(wire.StatusCanceled, ExecutionResult{Status: Canceled, Stderr: "the session ended before the execution started"}, false)
+		return
+	}
+	ctx, cancel := s.ctx, func() {}
+	if req.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(s.ctx, req.Timeout+killGrace)
+	}
+	defer cancel()
+	h.countExecution(s.id)
+	start := time.Now()
+	res, err := s.kernel.Execute(ctx, req)
+	if res.Duration == 0 {
+		res.Duration = time.Since(start)
+	}
+	switch {
+	case err != nil && s.ctx.Err() != nil:
+		finish(wire.StatusCanceled, ExecutionResult{Status: Canceled, Stderr: "the session ended during the execution", Duration: res.Duration}, false)
+		return
+	case err != nil:
+		h.log.Error("kernel execution failed", "err", err)
+		finish(wire.StatusFailed, ExecutionResult{Status: Failed, Stderr: "the interpreter failed: " + err.Error(), Duration: res.Duration}, true)
+		return
+	}
+	var trunc bool
+	res.Stdout, trunc = truncateChars(res.Stdout, outputMax)
+	res.StdoutTruncated = res.StdoutTruncated || trunc
+	res.Stderr, trunc = truncateChars(res.Stderr, outputMax)
+	res.StderrTruncated = res.StderrTruncated || trunc
+	status := wire.StatusSucceeded
+	switch res.Status {
+	case Failed:
+		status = wire.StatusFailed
+	case Canceled:
+		status = wire.StatusCanceled
+	}
+	finish(status, res, false)
+}
+
+// truncateChars cuts s to n characters (runes).
+func truncateChars(s string, n int) (string, bool) {
+	if n <= 0 || len(s) <= n {
+		return s, false
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos], true
+		}
+		i++
+	}
+	return s, false
+}
+
+// getExecution serves GET executions/{id}.
+func (h *Handler) getExecution(c *call) *apiError {
+	id := c.params["id"]
+	c.sess.execMu.Lock()
+	e := c.sess.execs[id]
+	c.sess.execMu.Unlock()
+	if e == nil {
+		return errExecutionNotFound
+	}
+	h.setOperationHeaders(c, id)
+	h.writeExecution(c, e, http.StatusOK)
+	return nil
+}
+
+// setOperationHeaders sets operation-id and, on the new contract,
+// Operation-Location (absolute, from the request's host).
+func (h *Handler) setOperationHeaders(c *call, id string) {
+	c.w.Header().Set("operation-id", id)
+	if c.feat.Legacy {
+		return
+	}
+	scheme := "http"
+	if c.r.TLS != nil {
+		scheme = "https"
+	}
+	q := url.Values{"api-version": {c.version}, "identifier": {c.ident}}
+	c.w.Header().Set("Operation-Location", scheme+"://"+c.r.Host+h.poolPath+"/executions/"+url.PathEscape(id)+"?"+q.Encode())
+}
+
+// writeExecution answers the state of e in the shape of the request's contract.
+func (h *Handler) writeExecution(c *call, e *execution, status int) {
+	e.mu.Lock()
+	st, res, kerr := e.status, e.res, e.kerr
+	e.mu.Unlock()
+	value := res.Value
+	if len(value) == 0 {
+		value = json.RawMessage(`""`)
+	}
+	ms := res.Duration.Milliseconds()
+	if c.feat.Legacy {
+		word := wire.LegacySuccess
+		if st != wire.StatusSucceeded {
+			word = wire.LegacyFailure
+		}
+		writeJSON(c.w, status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
+			ID: "2", Status: word, Stdout: res.Stdout, Stderr: res.Stderr, Result: value, ExecutionTimeInMilliseconds: &ms,
+		}})
+		return
+	}
+	typ := wire.ExecutionSynchronous
+	if e.async {
+		typ = wire.ExecutionAsynchronous
+	}
+	out := wire.ExecuteResponse{ID: e.id, Identifier: c.ident, ExecutionType: typ, Status: st}
+	if st != wire.StatusRunning && st != wire.StatusNotStarted {
+		out.Result = &wire.ExecuteResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionResult: value, ExecutionTimeInMilliseconds: &ms}
+		switch {
+		case res.TimedOut:
+			out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: "ExecutionTimeout", Message: "the execution passed its timeout"}}
+		case kerr:
+			out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeInternal, Message: "the interpreter failed"}}
+		}
+	}
+	writeJSON(c.w, status, out)
+}

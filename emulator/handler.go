@@ -1,0 +1,455 @@
+package emulator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+// Defaults of Options.
+const (
+	DefaultCooldown         = wire.DefaultCooldownSeconds * time.Second
+	DefaultMaxSessions      = wire.DefaultMaxSessions
+	DefaultMaxExecutionTime = wire.MaxExecutionSeconds * time.Second
+	DefaultMaxUploadBytes   = wire.MaxUploadBytes
+	DefaultOutputMaxLength  = wire.DefaultOutputMaxLength
+	DefaultSubscriptionID   = "00000000-0000-0000-0000-000000000000"
+	DefaultResourceGroup    = "local"
+	DefaultPoolName         = "emulator"
+	DefaultSweepInterval    = time.Second
+	// DefaultListSessionsPageSize is the page size of GET listSessions.
+	DefaultListSessionsPageSize = 300
+)
+
+// Error codes the emulator answers with beyond those of package wire.
+const (
+	// CodePoolFull (404): the pool already has MaxSessions live sessions.
+	CodePoolFull = "NoSessionsAvailable"
+	// CodeRouteNotFound (404): no such path or method under the pool, or a
+	// route the api-version does not have.
+	CodeRouteNotFound = "RouteNotFound"
+	// CodeExecutionNotFound (404): GET executions/{id} of an unknown id.
+	CodeExecutionNotFound = "ExecutionNotFound"
+	// CodeFileNotFound (404): no such file or directory.
+	CodeFileNotFound = "FileNotFound"
+	// CodeUnauthorized (401): RequireToken is set and no bearer token came.
+	CodeUnauthorized = "Unauthorized"
+	// CodeInvalidAPIVersion (400): missing or unknown api-version.
+	CodeInvalidAPIVersion = "InvalidApiVersion"
+	// CodePayloadTooLarge (413): the upload is over MaxUploadBytes.
+	CodePayloadTooLarge = "PayloadTooLarge"
+	// CodeInternal (500): the executor failed to start or run a kernel.
+	CodeInternal = "InternalServerError"
+	// CodeUnavailable (503): the handler is closed.
+	CodeUnavailable = "ServiceUnavailable"
+)
+
+// Options configures a Handler. Only Executor is required; zero values take
+// the defaults named on each field.
+type Options struct {
+	// Executor starts one kernel per session. Required. Handler.Close closes it.
+	Executor Executor
+	// Cooldown is how long a session lives after its last request (default 300 s).
+	Cooldown time.Duration
+	// MaxSessions is the number of live sessions the pool holds; one more
+	// gives 404 NoSessionsAvailable (default 600).
+	MaxSessions int
+	// MaxExecutionTime caps every execution (default 220 s). An execution runs
+	// for min(timeoutInSeconds, MaxExecutionTime); timeoutInSeconds 0 means 220 s.
+	MaxExecutionTime time.Duration
+	// MaxUploadBytes is the largest file an upload may carry (default 128 MiB);
+	// above it the answer is 413.
+	MaxUploadBytes int64
+	// OutputMaxLength caps stdout and stderr, each, in characters (default
+	// 4096). 2025-10-02-preview requests may set outputStreamsMaxLength instead.
+	OutputMaxLength int
+	// RequireToken makes every request without "Authorization: Bearer ..."
+	// fail with 401. The token itself is never checked.
+	RequireToken bool
+	// Now is the clock of session expiry and timestamps (default time.Now).
+	Now func() time.Time
+	// Logger receives one record per request (method, route template, status,
+	// duration) and lifecycle errors (default: discard).
+	Logger *slog.Logger
+	// SubscriptionID, ResourceGroup and PoolName make up PoolPath (defaults
+	// DefaultSubscriptionID, "local", "emulator").
+	SubscriptionID, ResourceGroup, PoolName string
+	// SweepInterval is how often the janitor expires idle sessions, in real
+	// time (default 1 s). Requests also expire sessions lazily.
+	SweepInterval time.Duration
+	// ListSessionsPageSize is the page size of GET listSessions (default 300).
+	ListSessionsPageSize int
+}
+
+// Handler is the emulated pool management endpoint. Create it with
+// NewHandler and release it with Close.
+type Handler struct {
+	opt      Options
+	exec     Executor
+	log      *slog.Logger
+	poolPath string
+	started  time.Time
+
+	ctx    context.Context // canceled by Close; parent of every execution
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background executions, janitor
+	closed chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex
+	sessions map[string]*session
+
+	statsMu  sync.Mutex
+	total    int64
+	perIdent map[string]int64
+}
+
+// NewHandler checks the options, fills in defaults and starts the janitor
+// that expires idle sessions. It fails when Executor is nil or a limit is
+// negative.
+func NewHandler(opt Options) (*Handler, error) {
+	if opt.Executor == nil {
+		return nil, errors.New("emulator: Options.Executor is required")
+	}
+	if opt.Cooldown < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 {
+		return nil, errors.New("emulator: negative limit in Options")
+	}
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&opt.SubscriptionID, DefaultSubscriptionID)
+	def(&opt.ResourceGroup, DefaultResourceGroup)
+	def(&opt.PoolName, DefaultPoolName)
+	if opt.Cooldown == 0 {
+		opt.Cooldown = DefaultCooldown
+	}
+	if opt.MaxSessions == 0 {
+		opt.MaxSessions = DefaultMaxSessions
+	}
+	if opt.MaxExecutionTime == 0 {
+		opt.MaxExecutionTime = DefaultMaxExecutionTime
+	}
+	if opt.MaxUploadBytes == 0 {
+		opt.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if opt.OutputMaxLength == 0 {
+		opt.OutputMaxLength = DefaultOutputMaxLength
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.SweepInterval <= 0 {
+		opt.SweepInterval = DefaultSweepInterval
+	}
+	if opt.ListSessionsPageSize == 0 {
+		opt.ListSessionsPageSize = DefaultListSessionsPageSize
+	}
+	for _, s := range []string{opt.SubscriptionID, opt.ResourceGroup, opt.PoolName} {
+		if strings.ContainsAny(s, "/?#%") {
+			return nil, errors.New("emulator: SubscriptionID, ResourceGroup and PoolName must not contain / ? # %")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Handler{
+		opt:      opt,
+		exec:     opt.Executor,
+		log:      opt.Logger,
+		poolPath: "/subscriptions/" + opt.SubscriptionID + "/resourceGroups/" + opt.ResourceGroup + "/sessionPools/" + opt.PoolName,
+		started:  opt.Now().UTC(),
+		ctx:      ctx,
+		cancel:   cancel,
+		closed:   make(chan struct{}),
+		sessions: map[string]*session{},
+		perIdent: map[string]int64{},
+	}
+	h.wg.Add(1)
+	go h.janitor()
+	return h, nil
+}
+
+// PoolPath is the path of the pool endpoint,
+// /subscriptions/{SubscriptionID}/resourceGroups/{ResourceGroup}/sessionPools/{PoolName}.
+// Prefix it with the server's scheme and host to get the endpoint URL.
+func (h *Handler) PoolPath() string { return h.poolPath }
+
+// Close ends every session (canceling running executions and closing their
+// kernels), stops the janitor, waits for background executions and closes
+// the Executor. Requests after Close get 503. Close is idempotent.
+func (h *Handler) Close() error {
+	var err error
+	h.once.Do(func() {
+		close(h.closed)
+		h.cancel()
+		h.mu.Lock()
+		var gone []*session
+		for _, s := range h.sessions {
+			gone = h.removeLocked(s, gone)
+		}
+		h.mu.Unlock()
+		h.wg.Wait()
+		errs := []error{closeKernels(gone)}
+		errs = append(errs, h.exec.Close())
+		err = errors.Join(errs...)
+	})
+	return err
+}
+
+// Stats counts executions that actually reached a kernel.
+type Stats struct {
+	// Executions is the number of executions run since NewHandler.
+	Executions int64
+	// ByIdentifier counts executions per session identifier (kept after the
+	// session ends).
+	ByIdentifier map[string]int64
+	// Sessions is the number of live sessions.
+	Sessions int
+}
+
+// Stats returns a snapshot of the execution counters. Tests use it to prove
+// that a retried request ran its code exactly once.
+func (h *Handler) Stats() Stats {
+	h.statsMu.Lock()
+	st := Stats{Executions: h.total, ByIdentifier: make(map[string]int64, len(h.perIdent))}
+	for k, v := range h.perIdent {
+		st.ByIdentifier[k] = v
+	}
+	h.statsMu.Unlock()
+	h.mu.Lock()
+	st.Sessions = len(h.sessions)
+	h.mu.Unlock()
+	return st
+}
+
+func (h *Handler) countExecution(id string) {
+	h.statsMu.Lock()
+	h.total++
+	h.perIdent[id]++
+	h.statsMu.Unlock()
+}
+
+// call is one request being served.
+type call struct {
+	w       http.ResponseWriter
+	r       *http.Request
+	route   *route
+	version string
+	feat    wire.Features
+	params  map[string]string
+	ident   string
+	sess    *session
+}
+
+// apiError is an error answer.
+type apiError struct {
+	status    int
+	code, msg string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, wire.CodeSessionRequestValidationFailed, format, args...)
+}
+
+func internal(format string, args ...any) *apiError {
+	return errorf(http.StatusInternalServerError, CodeInternal, format, args...)
+}
+
+// writeError answers {"error":{code,message,traceId}} with x-ms-error-code.
+func writeError(w http.ResponseWriter, e *apiError) {
+	w.Header().Set(wire.ErrorCodeHeader, e.code)
+	writeJSON(w, e.status, wire.ErrorResponse{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, TraceID: newUUID()}})
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"InternalServerError","message":"encoding the answer failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// statusWriter records the status for the access log and runs
+// beforeAnswer once, before the first byte of the answer: the session is
+// released there, so that a client that has its answer sees the session idle.
+type statusWriter struct {
+	http.ResponseWriter
+	status       int
+	beforeAnswer func()
+}
+
+func (s *statusWriter) answer(code int) {
+	if s.status == 0 {
+		s.status = code
+		if s.beforeAnswer != nil {
+			s.beforeAnswer()
+			s.beforeAnswer = nil
+		}
+	}
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.answer(code)
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.answer(http.StatusOK)
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// ServeHTTP serves the pool management API; see the package documentation
+// for the routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rt := h.serve(sw, r)
+	name := "unmatched"
+	if rt != nil {
+		name = rt.template()
+	}
+	h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("route", name),
+		slog.Int("status", sw.status),
+		slog.Duration("duration", time.Since(start)))
+}
+
+// Route returns the operation name (one of the Op constants) and the route
+// template (such as "POST executions" or "GET files/{name}/content") that r
+// would be served by, and false when r matches no route of its api-version.
+// The fake server uses it to inject faults per route.
+func (h *Handler) Route(r *http.Request) (op, template string, ok bool) {
+	rt, _, _, err := h.match(r)
+	if err != nil || rt == nil {
+		return "", "", false
+	}
+	return rt.op, rt.template(), true
+}
+
+// serve answers the request and returns the route it matched, if any.
+func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
+	select {
+	case <-h.closed:
+		writeError(w, errorf(http.StatusServiceUnavailable, CodeUnavailable, "the emulator is shutting down"))
+		return nil
+	default:
+	}
+	rt, params, version, aerr := h.match(r)
+	if h.opt.RequireToken && !hasBearer(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", resource_id="https://dynamicsessions.io"`)
+		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "a bearer token is required (Authorization: Bearer ...)"))
+		return rt
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return rt
+	}
+	feat, _ := wire.Lookup(version)
+	c := &call{w: w, r: r, route: rt, version: version, feat: feat, params: params}
+	if rt.scope != scopePool {
+		c.ident = r.URL.Query().Get("identifier")
+		if err := wire.ValidateIdentifier(version, c.ident); err != nil {
+			writeError(w, badRequest("%s", err.Error()))
+			return rt
+		}
+		s, aerr := h.acquire(c.ident, rt.scope == scopeCreate)
+		if aerr != nil {
+			if rt.scope == scopeExisting && aerr.code == wire.CodeSessionWithIdentifierNotFound && rt.missing != nil {
+				aerr = rt.missing
+			}
+			writeError(w, aerr)
+			return rt
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { h.release(s, false) }) }
+		w.beforeAnswer = release
+		defer release()
+		c.sess = s
+	}
+	if aerr := rt.handle(h, c); aerr != nil {
+		writeError(w, aerr)
+	}
+	return rt
+}
+
+func hasBearer(r *http.Request) bool {
+	a := r.Header.Get("Authorization")
+	return len(a) > len("Bearer ") && strings.EqualFold(a[:len("Bearer ")], "Bearer ") && strings.TrimSpace(a[len("Bearer "):]) != ""
+}
+
+// match finds the route of r. It returns the route (when the path matched),
+// the path parameters and the api-version, or the error to answer.
+func (h *Handler) match(r *http.Request) (*route, map[string]string, string, *apiError) {
+	p := r.URL.EscapedPath()
+	if p != h.poolPath && !strings.HasPrefix(p, h.poolPath+"/") {
+		return nil, nil, "", errorf(http.StatusNotFound, CodeRouteNotFound, "no session pool at this path; the pool endpoint is %s", h.poolPath)
+	}
+	rest := strings.TrimPrefix(strings.TrimPrefix(p, h.poolPath), "/")
+	rest = strings.TrimSuffix(rest, "/")
+	var segs []string
+	if rest != "" {
+		for _, s := range strings.Split(rest, "/") {
+			u, err := url.PathUnescape(s)
+			if err != nil {
+				return nil, nil, "", badRequest("the path is not validly escaped")
+			}
+			segs = append(segs, u)
+		}
+	}
+	version := r.URL.Query().Get("api-version")
+	feat, ok := wire.Lookup(version)
+	if !ok {
+		if version == "" {
+			return nil, nil, "", errorf(http.StatusBadRequest, CodeInvalidAPIVersion, "the api-version query parameter is required; supported: %s", strings.Join(wire.Versions, ", "))
+		}
+		return nil, nil, "", errorf(http.StatusBadRequest, CodeInvalidAPIVersion, "unsupported api-version; supported: %s", strings.Join(wire.Versions, ", "))
+	}
+	for i := range routes {
+		rt := &routes[i]
+		if rt.legacy != feat.Legacy || (rt.need != nil && !rt.need(feat)) {
+			continue
+		}
+		if rt.method != r.Method {
+			continue
+		}
+		if params, ok := rt.matchPath(segs); ok {
+			return rt, params, version, nil
+		}
+	}
+	return nil, nil, version, errorf(http.StatusNotFound, CodeRouteNotFound, "api-version %s has no %s route at this path", version, r.Method)
+}

@@ -1,0 +1,126 @@
+package emulator
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/azsessions/azsessions/internal/wire"
+)
+
+// getSession serves GET session: {identifier, createdAt, lastAccessedAt,
+// expireAt, etag}. Like every call it slides lastAccessedAt.
+func (h *Handler) getSession(c *call) *apiError {
+	h.mu.Lock()
+	v := h.sessionViewLocked(c.sess)
+	h.mu.Unlock()
+	writeJSON(c.w, http.StatusOK, v)
+	return nil
+}
+
+// endSession removes the call's session; its kernel and files go once the
+// last request or execution holding it ends (running executions are canceled).
+func (h *Handler) endSession(c *call) {
+	h.mu.Lock()
+	gone := h.removeLocked(c.sess, nil)
+	h.mu.Unlock()
+	closeKernels(gone)
+}
+
+// deleteSession serves DELETE session: 204.
+func (h *Handler) deleteSession(c *call) *apiError {
+	h.endSession(c)
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// stopSession serves POST .management/stopSession (2025-10-02-preview): 200
+// text/plain "Session {id} in session pool {pool} stopped.".
+func (h *Handler) stopSession(c *call) *apiError {
+	h.endSession(c)
+	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write([]byte("Session " + c.ident + " in session pool " + h.opt.PoolName + " stopped."))
+	return nil
+}
+
+// sessionListBody is the answer of GET listSessions; unlike wire.SessionList
+// it always has the sessions array, even when empty.
+type sessionListBody struct {
+	Sessions []wire.Session `json:"sessions"`
+	NextLink *string        `json:"nextLink,omitempty"`
+}
+
+// listSessions serves GET listSessions: the live sessions, oldest first,
+// ListSessionsPageSize per page from skip, with nextLink (absolute) when more
+// follow. It neither needs nor slides an identifier.
+func (h *Handler) listSessions(c *call) *apiError {
+	skip := 0
+	if s := c.r.URL.Query().Get("skip"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return badRequest("skip must be a non-negative integer")
+		}
+		skip = n
+	}
+	now := h.opt.Now()
+	h.mu.Lock()
+	gone := h.sweepLocked(now, nil)
+	all := make([]wire.Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		all = append(all, h.sessionViewLocked(s))
+	}
+	h.mu.Unlock()
+	closeKernels(gone)
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(*all[j].CreatedAt) {
+			return all[i].CreatedAt.Before(*all[j].CreatedAt)
+		}
+		return all[i].Identifier < all[j].Identifier
+	})
+	body := sessionListBody{Sessions: []wire.Session{}}
+	if skip < len(all) {
+		end := min(skip+h.opt.ListSessionsPageSize, len(all))
+		body.Sessions = all[skip:end]
+		if end < len(all) {
+			q := url.Values{"api-version": {c.version}, "skip": {strconv.Itoa(end)}}
+			next := baseURL(c.r) + h.poolPath + "/listSessions?" + q.Encode()
+			body.NextLink = &next
+		}
+	}
+	writeJSON(c.w, http.StatusOK, body)
+	return nil
+}
+
+// baseURL is scheme://host of the request.
+func baseURL(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+// metadata serves GET metadata from Executor.Info: runtimes (python and its
+// version), preInstalledPackages (the packages found), jupyterKernel (IPython
+// when found), createdAt and lastUpdatedAt (when the handler started).
+func (h *Handler) metadata(c *call) *apiError {
+	info := h.exec.Info()
+	md := wire.Metadata{Runtimes: []wire.NameVersion{}, PreInstalledPackages: []wire.NameVersion{}, CreatedAt: &h.started, LastUpdatedAt: &h.started}
+	if info.PythonVersion != "" {
+		md.Runtimes = append(md.Runtimes, wire.NameVersion{Name: "python", Version: info.PythonVersion})
+	}
+	for name, v := range info.Packages {
+		md.PreInstalledPackages = append(md.PreInstalledPackages, wire.NameVersion{Name: name, Version: v})
+	}
+	sort.Slice(md.PreInstalledPackages, func(i, j int) bool { return md.PreInstalledPackages[i].Name < md.PreInstalledPackages[j].Name })
+	for name, v := range info.Packages {
+		if strings.EqualFold(name, "ipython") || strings.EqualFold(name, "ipykernel") {
+			md.JupyterKernel = &wire.JupyterKernel{Name: "python3", Version: v, ProjectURL: "https://github.com/ipython/ipython", Description: "IPython kernel for Python code executions"}
+			break
+		}
+	}
+	writeJSON(c.w, http.StatusOK, md)
+	return nil
+}

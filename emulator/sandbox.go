@@ -1,0 +1,37 @@
+package emulator
+
+import "github.com/azsessions/azsessions/internal/sandbox"
+
+// SandboxOptions configures NewSandboxExecutor: Python (the interpreter, ""
+// for the system python3), Mode (SandboxBwrap, the default, or SandboxNone),
+// DataDir (where the kernels' data directories go; "" for a temporary
+// directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
+// MaxFileSizeBytes, MaxDataDirBytes and Logger. The zero value is usable.
+type SandboxOptions = sandbox.Options
+
+// Sandbox modes of SandboxOptions.Mode.
+const (
+	// SandboxBwrap isolates every kernel with bubblewrap (no network, its own
+	// /mnt/data, resource limits).
+	SandboxBwrap = sandbox.ModeBwrap
+	// SandboxNone runs kernels as plain processes: no isolation at all. Only for
+	// trusted code on machines without bubblewrap.
+	SandboxNone = sandbox.ModeNone
+)
+
+// ErrNoBubblewrap is wrapped by NewSandboxExecutor's error when the mode is
+// SandboxBwrap and bwrap is missing or unusable (apt-get install bubblewrap).
+var ErrNoBubblewrap = sandbox.ErrNoBubblewrap
+
+// NewSandboxExecutor returns an Executor that runs real Python: one
+// long-lived interpreter (IPython when installed) per session, isolated with
+// bubblewrap, with the session's data directory mounted at /mnt/data. The
+// error wraps ErrNoBubblewrap when bwrap is needed and missing; it is also an
+// error when the interpreter does not run. Handler.Close closes it.
+func NewSandboxExecutor(opts SandboxOptions) (Executor, error) {
+	ex, err := sandbox.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
+}
