@@ -266,9 +266,14 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 	}
 	ms := res.Duration.Milliseconds()
 	if c.feat.Legacy {
+		// The legacy service answers "" for a cell whose value is None and
+		// null for a failure, as the LlamaIndex walkthrough's transcript shows.
 		word := wire.LegacySuccess
 		if st != wire.StatusSucceeded {
 			word = wire.LegacyFailure
+			value = json.RawMessage("null")
+		} else if string(value) == "null" {
+			value = json.RawMessage(`""`)
 		}
 		writeJSON(c.w, status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
 			ID: "2", Status: word, Stdout: res.Stdout, Stderr: res.Stderr, Result: value, ExecutionTimeInMilliseconds: &ms,

@@ -39,6 +39,13 @@ func TestExecuteLegacyShape(t *testing.T) {
 				p = r.json(t)["properties"].(map[string]any)
 				require.Equal(t, wire.LegacyFailure, p["status"])
 				require.Equal(t, "boom", p["stderr"])
+				require.Nil(t, p["result"], "a failure's result is null, as in the walkthrough")
+
+				// A None value is "" on the legacy contract (the walkthrough's
+				// print(...) and to_csv(...) cells), null on the new one.
+				r = e.postJSON(route, qv(v, "sess-legacy"), map[string]any{"properties": map[string]any{"code": "value:null"}}, nil)
+				p = r.json(t)["properties"].(map[string]any)
+				require.Equal(t, wire.LegacySuccess, p["status"])
 				require.Equal(t, "", p["result"])
 			})
 		}

@@ -1,0 +1,154 @@
+package azsessions_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/azsessionstest"
+)
+
+// A client for a real session pool, authenticated with azidentity. The caller
+// needs the "Azure ContainerApps Session Executor" role on the pool.
+func ExampleNewClient() {
+	endpoint := os.Getenv("AZURE_POOL_MANAGEMENT_ENDPOINT")
+	if endpoint == "" {
+		return // e.g. https://eastus.dynamicsessions.io/subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool>
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := azsessions.NewClient(endpoint, cred, &azsessions.ClientOptions{
+		ClientOptions: azcore.ClientOptions{APIVersion: azsessions.APIVersion20251002Preview},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp, err := client.NewSession().Execute(context.Background(), "6 * 7", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(resp.Status, string(resp.Result))
+}
+
+// A client for the local emulator (go run ./cmd/azsessions-emulator), which
+// needs no token.
+func ExampleNewClientWithNoCredential() {
+	srv := startFake()
+	defer srv.Close()
+
+	client, err := azsessions.NewClientWithNoCredential(srv.Endpoint(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(client.APIVersion())
+	// Output: 2025-10-02-preview
+}
+
+// The walkthrough's first task: run code and read its result. A program that
+// fails comes back as data the caller (or a model) can read and fix.
+func ExampleSession_Execute() {
+	srv := startFake()
+	defer srv.Close()
+	session := srv.Client().NewSession()
+	ctx := context.Background()
+
+	resp, err := session.Execute(ctx, "x = 6\nx * 7", nil)
+	if err != nil {
+		log.Fatal(err) // transport, auth or service error
+	}
+	fmt.Println(resp.Status, string(resp.Result))
+
+	resp, err = session.Execute(ctx, `raise ValueError("bad input")`, nil)
+	fmt.Println(err, resp.Status, resp.Err())
+	// Output:
+	// Succeeded 42
+	// <nil> Failed azsessions: execution failed: ValueError: bad input
+}
+
+// The walkthrough's second and third tasks: upload a file, list the session's
+// files and download one atomically.
+func ExampleSession_UploadFile() {
+	srv := startFake()
+	defer srv.Close()
+	session := srv.Client().NewSession()
+	ctx := context.Background()
+
+	f, err := os.Open(filepath.Join("testdata", "TemperatureData.csv"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	up, err := session.UploadFile(ctx, "TemperatureData.csv", f, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(up.FullPath(), up.SizeInBytes)
+
+	pager := session.NewListFilesPager(nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, file := range page.Files {
+			fmt.Println(file.Name, file.SizeInBytes, file.FullPath())
+		}
+	}
+
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	dl, err := session.DownloadFileToPath(ctx, "/mnt/data/TemperatureData.csv", filepath.Join(dir, "local.csv"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(dl.Size)
+	// Output:
+	// /mnt/data/TemperatureData.csv 529
+	// TemperatureData.csv 529 /mnt/data/TemperatureData.csv
+	// 529
+}
+
+// Input errors are reported before any I/O and match sentinel errors.
+func ExampleErrInvalidFileName() {
+	srv := startFake()
+	defer srv.Close()
+	_, err := srv.Client().NewSession().UploadFile(context.Background(), "../etc/passwd", strings.NewReader("x"), nil)
+	fmt.Println(errors.Is(err, azsessions.ErrInvalidFileName))
+	// Output: true
+}
+
+// A long execution can run asynchronously; the poller follows it.
+func ExampleSession_BeginExecute() {
+	srv := startFake()
+	defer srv.Close()
+	ctx := context.Background()
+	poller, err := srv.Client().NewSession().BeginExecute(ctx, "print(1 + 1)", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp, err := poller.PollUntilDone(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(resp.Status, " ", resp.Stdout)
+	// Output: Succeeded 2
+}
+
+// startFake starts the in-process fake with its tiny Python subset.
+func startFake() *azsessionstest.Server {
+	srv, err := azsessionstest.NewServer(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return srv
+}
