@@ -27,18 +27,18 @@ const (
 const (
 	// APIVersion20240202Preview is the first legacy version (code/execute,
 	// files/upload, files/content/{name}; properties-wrapped bodies).
-	APIVersion20240202Preview = wire.V20240202Preview
+	APIVersion20240202Preview = "2024-02-02-preview"
 	// APIVersion20240802Preview is the second legacy version, same contract.
-	APIVersion20240802Preview = wire.V20240802Preview
+	APIVersion20240802Preview = "2024-08-02-preview"
 	// APIVersion20241002Preview is the first version of the executions contract.
-	APIVersion20241002Preview = wire.V20241002Preview
+	APIVersion20241002Preview = "2024-10-02-preview"
 	// APIVersion20250202Preview adds session management (session, listSessions, metadata).
-	APIVersion20250202Preview = wire.V20250202Preview
+	APIVersion20250202Preview = "2025-02-02-preview"
 	// APIVersion20251002Preview adds .management/stopSession, recursive listing,
 	// file directories and outputStreamsMaxLength. It is the default.
-	APIVersion20251002Preview = wire.V20251002Preview
+	APIVersion20251002Preview = "2025-10-02-preview"
 	// DefaultAPIVersion is the api-version used when ClientOptions.APIVersion is empty.
-	DefaultAPIVersion = wire.DefaultVersion
+	DefaultAPIVersion = APIVersion20251002Preview
 )
 
 // Sentinel errors. Client-side validation errors wrap one of these and are
@@ -57,7 +57,7 @@ var (
 
 // MaxUploadSize is the service's upload limit in bytes (128 MiB); larger
 // uploads are refused before sending when their size is known.
-const MaxUploadSize = wire.MaxUploadBytes
+const MaxUploadSize = 128 << 20
 
 // ClientOptions contains the optional parameters of NewClient and
 // NewClientWithNoCredential.

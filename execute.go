@@ -27,11 +27,11 @@ type ExecutionStatus string
 
 // Execution states (OperationState of the executions contract).
 const (
-	ExecutionStatusNotStarted ExecutionStatus = wire.StatusNotStarted
-	ExecutionStatusRunning    ExecutionStatus = wire.StatusRunning
-	ExecutionStatusSucceeded  ExecutionStatus = wire.StatusSucceeded
-	ExecutionStatusFailed     ExecutionStatus = wire.StatusFailed
-	ExecutionStatusCanceled   ExecutionStatus = wire.StatusCanceled
+	ExecutionStatusNotStarted ExecutionStatus = "NotStarted"
+	ExecutionStatusRunning    ExecutionStatus = "Running"
+	ExecutionStatusSucceeded  ExecutionStatus = "Succeeded"
+	ExecutionStatusFailed     ExecutionStatus = "Failed"
+	ExecutionStatusCanceled   ExecutionStatus = "Canceled"
 )
 
 // normalizeStatus maps both generations' words, in any case, to ExecutionStatus.
@@ -59,11 +59,11 @@ func (s ExecutionStatus) Terminal() bool {
 // DefaultExecutionTimeout is the timeout sent when ExecuteOptions.Timeout is
 // zero, and the largest one allowed: the service stops every execution after
 // 220 s.
-const DefaultExecutionTimeout = wire.MaxExecutionSeconds * time.Second
+const DefaultExecutionTimeout = 220 * time.Second
 
 // DefaultOutputStreamsMaxLength is the service's cap on stdout and stderr,
 // each, in characters, when ExecuteOptions.OutputStreamsMaxLength is zero.
-const DefaultOutputStreamsMaxLength = wire.DefaultOutputMaxLength
+const DefaultOutputStreamsMaxLength = 4096
 
 // Execution is the outcome of running code in a session.
 //
@@ -281,8 +281,13 @@ func (c *Client) executeRetryContext(ctx context.Context) context.Context {
 }
 
 // notSent reports whether err proves that the request never left: the
-// connection could not be made (dial or DNS failure).
+// connection could not be made (dial or DNS failure), or the credential
+// failed before it was sent.
 func notSent(err error) bool {
+	var credErr *credentialError
+	if errors.As(err, &credErr) {
+		return true
+	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		return true

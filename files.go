@@ -25,7 +25,7 @@ import (
 
 // DataDir is the directory of a session's files, where uploads land and code
 // can read and write.
-const DataDir = wire.DataDir
+const DataDir = "/mnt/data"
 
 // FileType says whether a File is a regular file or a directory.
 type FileType string
@@ -268,6 +268,15 @@ type multipartBody struct {
 }
 
 func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipartBody, error) {
+	// A part header cannot carry control characters (CR and LF in the name
+	// are percent-encoded below): servers refuse the whole body, or, in the
+	// content type, a line break would inject headers.
+	if strings.ContainsFunc(filename, isHeaderControl) {
+		return nil, fmt.Errorf("%w: %q contains a control character, which an upload cannot carry", ErrInvalidFileName, filename)
+	}
+	if strings.ContainsFunc(contentType, func(r rune) bool { return r == '\r' || r == '\n' || isHeaderControl(r) }) {
+		return nil, fmt.Errorf("azsessions: content type %q contains a control character", contentType)
+	}
 	start, err := src.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return nil, fmt.Errorf("azsessions: content is not seekable: %w", err)
@@ -289,6 +298,12 @@ func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipa
 	b.tail = []byte("\r\n--" + b.boundary + "--\r\n")
 	b.cur = &bodyView{b: b}
 	return b, nil
+}
+
+// isHeaderControl reports whether r is a control character that a MIME
+// header value cannot hold; tab is allowed, CR and LF are handled apart.
+func isHeaderControl(r rune) bool {
+	return (r < 0x20 && r != '\t' && r != '\r' && r != '\n') || r == 0x7f
 }
 
 func (b *multipartBody) contentType() string { return "multipart/form-data; boundary=" + b.boundary }

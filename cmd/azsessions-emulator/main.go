@@ -52,6 +52,9 @@ import (
 )
 
 func main() {
+	// A closed stdout or stderr (e.g. `| head`) must not kill the emulator
+	// before it has stopped its sandboxes and removed their data.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, stop)
 	stop()
@@ -124,12 +127,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	if c.sandbox == emulator.SandboxNone {
 		log.Warn("-sandbox=none: code runs WITHOUT ANY ISOLATION as the current user, with its network and files; use it only for trusted code")
 	}
+	// Listen first: a busy address fails at once, before any sandbox starts.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{
 		Python: c.python, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
 		MemoryLimitBytes: int64(c.memoryLimit), Logger: log,
 	})
 	if errors.Is(err, emulator.ErrNoBubblewrap) {
-		return fmt.Errorf("%w\nbubblewrap isolates the code; install it (apt-get install bubblewrap) or, for trusted code only, run with -sandbox=none", err)
+		return err // the error names the package to install and -sandbox=none
 	}
 	if err != nil {
 		return err
@@ -141,11 +150,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	})
 	if err != nil {
 		_ = ex.Close()
-		return err
-	}
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		_ = h.Close()
 		return err
 	}
 	scheme := "http"

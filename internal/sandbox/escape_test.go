@@ -166,7 +166,11 @@ func TestDataDirQuota(t *testing.T) {
 	require.Contains(t, res.Stderr, "over the limit")
 	size := dirSize(k.DataDir())
 	t.Logf("data dir holds %d bytes (limit %d)", size, testDataDir)
-	require.Less(t, size, int64(testDataDir+2*(5<<20)))
+	// The watcher polls every 300 ms, so how far past the limit the cell got
+	// depends on scheduling (a loaded CI machine lets a few more files
+	// through); what must hold is that it was stopped well before the end.
+	require.Less(t, size, int64(testDataDir+6*(5<<20)))
+	require.Less(t, size, int64(20*(5<<20)), "the kernel was not stopped")
 	// Deleting files makes room again.
 	requireOK(t, k, clean)
 	requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
@@ -182,7 +186,8 @@ func TestCloseLeavesNothing(t *testing.T) {
 	k := newKernel(t, e)
 	marker := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
 	requireOK(t, k, "import subprocess\np = subprocess.Popen(['sleep', '1000."+marker+"'], start_new_session=True)")
-	require.NotEmpty(t, findProcs(t, "1000."+marker))
+	// Popen returns before the child has exec'd sleep: wait until it shows.
+	require.Eventually(t, func() bool { return len(findProcs(t, "1000."+marker)) > 0 }, 10*time.Second, 20*time.Millisecond)
 	sysDir := e.sysDir
 	// Let the pool refill so that a ready kernel is killed too.
 	deadline := time.Now().Add(30 * time.Second)
