@@ -36,11 +36,22 @@ type nonEmptyTokenCredential struct{ azcore.TokenCredential }
 
 func (c nonEmptyTokenCredential) GetToken(ctx context.Context, options policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	tok, err := c.TokenCredential.GetToken(ctx, options)
-	if err == nil && tok.Token == "" {
-		return azcore.AccessToken{}, errors.New("azsessions: the credential returned an empty token")
+	if err != nil {
+		return tok, &credentialError{err}
 	}
-	return tok, err
+	if tok.Token == "" {
+		return azcore.AccessToken{}, &credentialError{errors.New("azsessions: the credential returned an empty token")}
+	}
+	return tok, nil
 }
+
+// credentialError marks a failure of the credential: the request it was for
+// was not sent (or, on a claims challenge, was answered 401), so an execution
+// it carried did not run. Its message and chain are the credential's error.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string { return e.err.Error() }
+func (e *credentialError) Unwrap() error { return e.err }
 
 // AuthError is returned for 401 and 403 answers. It wraps the
 // *azcore.ResponseError (errors.As finds both) and adds what usually causes

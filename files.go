@@ -113,8 +113,8 @@ func relativeDir(p string) (string, error) {
 	if rel == "" {
 		return "", nil
 	}
-	if strings.ContainsRune(rel, 0) {
-		return "", fmt.Errorf("%w: %q contains a NUL byte", ErrInvalidFileName, p)
+	if strings.ContainsFunc(rel, isControl) {
+		return "", fmt.Errorf("%w: %q contains a control character", ErrInvalidFileName, p)
 	}
 	for _, seg := range strings.Split(rel, "/") {
 		switch seg {
@@ -268,13 +268,13 @@ type multipartBody struct {
 }
 
 func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipartBody, error) {
-	// A part header cannot carry control characters (CR and LF in the name
-	// are percent-encoded below): servers refuse the whole body, or, in the
-	// content type, a line break would inject headers.
-	if strings.ContainsFunc(filename, isHeaderControl) {
-		return nil, fmt.Errorf("%w: %q contains a control character, which an upload cannot carry", ErrInvalidFileName, filename)
+	// A part header cannot carry control characters: servers refuse the
+	// whole body, and a line break would inject headers. (splitFileName has
+	// already refused them in names; this guards the header itself.)
+	if strings.ContainsFunc(filename, isControl) {
+		return nil, fmt.Errorf("%w: %q contains a control character", ErrInvalidFileName, filename)
 	}
-	if strings.ContainsFunc(contentType, func(r rune) bool { return r == '\r' || r == '\n' || isHeaderControl(r) }) {
+	if strings.ContainsFunc(contentType, isControl) {
 		return nil, fmt.Errorf("azsessions: content type %q contains a control character", contentType)
 	}
 	start, err := src.Seek(0, io.SeekCurrent)
@@ -291,7 +291,7 @@ func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipa
 	var rnd [16]byte
 	_, _ = rand.Read(rnd[:])
 	b := &multipartBody{src: src, start: start, contentSize: endOff - start, boundary: hex.EncodeToString(rnd[:]), srcPos: -1}
-	quote := strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "%0D", "\n", "%0A")
+	quote := strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
 	b.head = []byte("--" + b.boundary + "\r\n" +
 		`Content-Disposition: form-data; name="file"; filename="` + quote.Replace(filename) + "\"\r\n" +
 		"Content-Type: " + contentType + "\r\n\r\n")
@@ -300,11 +300,9 @@ func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipa
 	return b, nil
 }
 
-// isHeaderControl reports whether r is a control character that a MIME
-// header value cannot hold; tab is allowed, CR and LF are handled apart.
-func isHeaderControl(r rune) bool {
-	return (r < 0x20 && r != '\t' && r != '\r' && r != '\n') || r == 0x7f
-}
+// isControl reports whether r is an ASCII control character (including tab,
+// CR and LF) or DEL: none may stand in a file name or a part header.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func (b *multipartBody) contentType() string { return "multipart/form-data; boundary=" + b.boundary }
 

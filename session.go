@@ -22,6 +22,18 @@ import (
 // files. A Session is a cheap value: it holds no connection and is safe for
 // concurrent use (the service queues concurrent executions on one session).
 //
+// The client does not hide an expiry, nor re-create what was lost: after it,
+// code that uses earlier variables fails as data (an Execution with Status
+// ExecutionStatusFailed and a NameError in Stderr, not a Go error), and the
+// earlier files are gone (404 from DownloadFile and GetFile, missing from
+// NewListFilesPager). To find out before relying on a session's state, on
+// api-version 2025-02-02-preview and later: note SessionProperties.CreatedAt
+// from Get once the state is set up, and call Get again before using it;
+// an *azcore.ResponseError with ErrorCode SessionWithIdentifierNotFound, or
+// a later CreatedAt, means the session is new and the state must be set up
+// again (upload the files, re-run the set-up code). On older api-versions,
+// check for what you need (a file in the listing, a variable's value).
+//
 // Anyone who knows an identifier can use its session: treat it as a secret.
 // The client never logs it nor puts it in an error message.
 type Session struct {

@@ -146,7 +146,10 @@ func (s *Server) HTTPClient() *http.Client { return s.srv.Client() }
 
 // Client returns a client of the real SDK for the server, with the
 // api-version of Options.APIVersion and fast retries (10 ms base delay, at
-// most 200 ms; Retry-After still wins). Over TLS, or when RequireToken is set,
+// most 200 ms). A Retry-After or retry-after-ms hint is honoured only up to
+// that 200 ms cap: azcore gives up on a longer one and returns the 429 or
+// 503 at once, so test longer hints with NewClient and a larger
+// Retry.MaxRetryDelay. Over TLS, or when RequireToken is set,
 // it authenticates with a static fake token; otherwise it sends none. It
 // panics when the client cannot be created, which the options rule out.
 func (s *Server) Client() *azsessions.Client {
