@@ -42,5 +42,10 @@ deps:
 emulator: deps
 	$(GO) run ./cmd/azsessions-emulator
 
+# bench runs every benchmark with the heavy cases (1 GiB transfers, 1,000
+# sessions, 10/50 concurrent sandboxes) and the process-level transfer figures
+# (peak RSS of a client process); see BENCHMARKS.md. Compare runs with
+# `go run golang.org/x/perf/cmd/benchstat@latest bench.txt`.
 bench: deps
-	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+	AZSESSIONS_REQUIRE_SANDBOX=1 AZSESSIONS_BENCH_LARGE=1 $(GO) test -run '^$$' -bench . -benchmem -count 6 -timeout 90m ./... | tee bench.txt
+	$(GO) run ./internal/benchcmd transfer -sizes 16MiB,120MiB,1GiB -runs 5 | tee bench-transfer.md

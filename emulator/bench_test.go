@@ -1,0 +1,185 @@
+package emulator_test
+
+// Benchmarks of the emulator with real Python in bubblewrap, over HTTP with
+// the SDK. They skip when bwrap or /usr/bin/python3 is missing (and fail
+// then with AZSESSIONS_REQUIRE_SANDBOX=1). Latencies are measured per
+// operation and reported as p50/max metrics; nothing is asserted on time.
+// The 10 and 50 concurrent first executions run only with
+// AZSESSIONS_BENCH_LARGE=1.
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/sandbox"
+	"github.com/azsessions/azsessions/internal/testenv"
+)
+
+type sandboxEnv struct {
+	client *azsessions.Client
+	exec   *sandbox.Executor
+	srv    *httptest.Server
+}
+
+func newSandboxEnv(b *testing.B, ready int) *sandboxEnv {
+	b.Helper()
+	testenv.NeedSandbox(b, "IPython", "numpy", "pandas", "matplotlib")
+	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Python: testenv.Python, Ready: ready})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := emulator.NewHandler(emulator.Options{Executor: ex})
+	if err != nil {
+		_ = ex.Close()
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = h.Close()
+	})
+	opts := &azsessions.ClientOptions{}
+	opts.Transport = srv.Client()
+	c, err := azsessions.NewClientWithNoCredential(srv.URL+h.PoolPath(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Client().CloseIdleConnections)
+	return &sandboxEnv{client: c, exec: ex.(*sandbox.Executor), srv: srv}
+}
+
+// waitReady waits until the executor's pool holds n started sandboxes and
+// the machine had a moment to settle (the refill competes for the CPUs).
+func (e *sandboxEnv) waitReady(b *testing.B, n int) {
+	b.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); e.exec.ReadyKernels() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the ready pool did not refill")
+		}
+	}
+}
+
+func reportLatencies(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[int(0.99*float64(len(lat)-1))]), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
+
+func mustSucceed(b *testing.B, resp azsessions.ExecuteResponse, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	if resp.Status != azsessions.ExecutionStatusSucceeded {
+		b.Fatalf("%s: %s", resp.Status, resp.Stderr)
+	}
+}
+
+// BenchmarkSandboxWarmExecute runs 1+1 over HTTP in a session whose
+// sandbox is already started (the SDK's Execute, end to end).
+func BenchmarkSandboxWarmExecute(b *testing.B) {
+	env := newSandboxEnv(b, 1)
+	session := env.client.NewSession()
+	ctx := context.Background()
+	resp, err := session.Execute(ctx, "1+1", nil)
+	mustSucceed(b, resp, err)
+	var lat []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		resp, err := session.Execute(ctx, "1+1", nil)
+		lat = append(lat, time.Since(t0))
+		mustSucceed(b, resp, err)
+	}
+	reportLatencies(b, lat)
+}
+
+// BenchmarkSandboxFirstExecute runs 1+1 on new identifiers while the ready
+// pool is full (emulator default: 2 ready sandboxes): c identifiers at
+// once, c = 1 (always), 10 and 50 (AZSESSIONS_BENCH_LARGE=1). Beyond the
+// pool's size, sessions wait for a cold start.
+func BenchmarkSandboxFirstExecute(b *testing.B) {
+	levels := []int{1}
+	if os.Getenv("AZSESSIONS_BENCH_LARGE") == "1" {
+		levels = append(levels, 10, 50)
+	}
+	for _, c := range levels {
+		b.Run(fmt.Sprintf("concurrent=%d", c), func(b *testing.B) {
+			const ready = 2
+			env := newSandboxEnv(b, ready)
+			ctx := context.Background()
+			var (
+				mu  sync.Mutex
+				lat []time.Duration
+			)
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				env.waitReady(b, ready)
+				b.StartTimer()
+				var wg sync.WaitGroup
+				sessions := make([]*azsessions.Session, c)
+				for j := range c {
+					sessions[j] = env.client.NewSession()
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						t0 := time.Now()
+						resp, err := sessions[j].Execute(ctx, "1+1", nil)
+						d := time.Since(t0)
+						mustSucceed(b, resp, err)
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				for _, s := range sessions {
+					_, _ = s.Delete(ctx, nil)
+				}
+				b.StartTimer()
+			}
+			reportLatencies(b, lat)
+		})
+	}
+}
+
+// BenchmarkSandboxFirstFigure draws the first matplotlib figure of a fresh
+// session (a ready sandbox, numpy/pandas/pyplot preloaded) and gets it back
+// as the execution's image.
+func BenchmarkSandboxFirstFigure(b *testing.B) {
+	env := newSandboxEnv(b, 1)
+	ctx := context.Background()
+	const code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('first')\nplt.show()"
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		env.waitReady(b, 1)
+		session := env.client.NewSession()
+		b.StartTimer()
+		t0 := time.Now()
+		resp, err := session.Execute(ctx, code, nil)
+		lat = append(lat, time.Since(t0))
+		mustSucceed(b, resp, err)
+		if _, ok := resp.Image(); !ok {
+			b.Fatalf("no image: %s", strings.TrimSpace(string(resp.Result)))
+		}
+		b.StopTimer()
+		_, _ = session.Delete(ctx, nil)
+		b.StartTimer()
+	}
+	reportLatencies(b, lat)
+}

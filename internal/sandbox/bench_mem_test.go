@@ -1,0 +1,133 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+)
+
+// smapsRollup sums the Rss, Pss and Private_* lines of
+// /proc/<pid>/smaps_rollup over the processes of a kernel's cgroup. PSS
+// divides each shared page by the number of processes mapping it, so the sum
+// over N sandboxes is what they cost together.
+func smapsRollup(p *proc) (rss, pss, private int64) {
+	if p.cg == nil {
+		return 0, 0, 0
+	}
+	seen := map[int]bool{}
+	for _, pid := range p.cg.pids() {
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "Rss:":
+				rss += kb << 10
+			case "Pss:":
+				pss += kb << 10
+			case "Private_Clean:", "Private_Dirty:":
+				private += kb << 10
+			}
+		}
+	}
+	return rss, pss, private
+}
+
+// BenchmarkReadyKernelMemory starts `ready` kernels (default pool size 2)
+// and reports, per kernel, the resident memory (RSS), the proportional set
+// size (PSS: shared pages divided among the sandboxes mapping them) and the
+// private memory, with numpy/pandas/pyplot preloaded (the default) and
+// without. It needs cgroups to find a sandbox's processes (root here).
+func BenchmarkReadyKernelMemory(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		preload bool
+	}{{"preload", true}, {"nopreload", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			requireSandbox(b, true)
+			const ready = 2
+			e, err := New(Options{Ready: ready, noPreload: !tc.preload})
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = e.Close() })
+			if e.cg == nil {
+				b.Skip("skipping: no cgroups to find a sandbox's processes")
+			}
+			var rss, pss, private int64
+			for b.Loop() {
+				waitReady(b, e, ready)
+				e.mu.Lock()
+				procs := append([]*proc(nil), e.ready...)
+				e.mu.Unlock()
+				rss, pss, private = 0, 0, 0
+				for _, p := range procs {
+					r, s, v := smapsRollup(p)
+					rss, pss, private = rss+r, pss+s, private+v
+				}
+			}
+			b.ReportMetric(float64(rss)/ready/(1<<20), "MiB-rss/kernel")
+			b.ReportMetric(float64(pss)/ready/(1<<20), "MiB-pss/kernel")
+			b.ReportMetric(float64(private)/ready/(1<<20), "MiB-private/kernel")
+		})
+	}
+}
+
+// BenchmarkFirstFigure takes a ready kernel (a fresh session) and draws and
+// returns the first matplotlib figure, with and without preloading.
+func BenchmarkFirstFigure(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		preload bool
+	}{{"preload", true}, {"nopreload", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := benchExecutorOpts(b, Options{Ready: 1, noPreload: !tc.preload})
+			req := figureRequest()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				waitReady(b, e, 1)
+				b.StartTimer()
+				k, err := e.NewKernel(context.Background())
+				require.NoError(b, err)
+				res, err := k.Execute(context.Background(), req)
+				require.NoError(b, err)
+				require.Contains(b, string(res.Value), `"image"`, res.Stderr)
+				b.StopTimer()
+				_ = k.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+func benchExecutorOpts(b *testing.B, opts Options) *Executor {
+	b.Helper()
+	requireSandbox(b, true)
+	e, err := New(opts)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func figureRequest() kernel.Request {
+	return kernel.Request{
+		Code:            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('t')\nplt.show()",
+		Timeout:         time.Minute,
+		OutputMaxLength: 4096,
+	}
+}
