@@ -124,7 +124,9 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 		return nil, fmt.Errorf("azsessions: unknown api-version %q (supported: %s)", version, strings.Join(wire.Versions, ", "))
 	}
 	opts := options.ClientOptions
-	opts.APIVersion = version
+	// The client sets api-version itself (newRequest, nextPage); azcore's
+	// api-version policy would parse and rewrite every query a second time.
+	opts.APIVersion = ""
 	// redactErrorsPolicy comes first so that it also sees the errors of the
 	// policies after it (it only edits errors).
 	perRetry := []policy.Policy{redactErrorsPolicy{}}
@@ -133,7 +135,6 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	}
 	perRetry = append(perRetry, uploadBodyPolicy{})
 	c, err := azcore.NewClient(moduleName, moduleVersion, runtime.PipelineOptions{
-		APIVersion: runtime.APIVersionOptions{Location: runtime.APIVersionLocationQueryParam, Name: "api-version"},
 		PerRetry:   perRetry,
 		Tracing:    runtime.TracingOptions{Namespace: tracingNamespace},
 		// "identifier" is deliberately not allow-listed: azcore redacts it in
@@ -189,6 +190,33 @@ func (c *Client) newRequest(ctx context.Context, method, path, identifier string
 	req.Raw().URL.RawQuery = strings.ReplaceAll(query.Encode(), "+", "%20")
 	req.Raw().Header.Set("Accept", "application/json")
 	return req, nil
+}
+
+// nextPageOptions makes pagers request a nextLink with this client's
+// api-version and, for session-scoped lists, the identifier, when the link
+// the service returned lacks them.
+func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkOptions {
+	return &runtime.FetcherForNextLinkOptions{NextReq: func(ctx context.Context, nextLink string) (*policy.Request, error) {
+		req, err := runtime.NewRequest(ctx, http.MethodGet, nextLink)
+		if err != nil {
+			return nil, err
+		}
+		q := req.Raw().URL.Query()
+		changed := false
+		if q.Get("api-version") == "" {
+			q.Set("api-version", c.version)
+			changed = true
+		}
+		if identifier != "" && q.Get("identifier") == "" {
+			q.Set("identifier", identifier)
+			changed = true
+		}
+		if changed {
+			req.Raw().URL.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+		}
+		req.Raw().Header.Set("Accept", "application/json")
+		return req, nil
+	}}
 }
 
 // do sends req through the pipeline and turns any status outside ok into an

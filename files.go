@@ -486,7 +486,7 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 					q.Set("recursive", "true")
 				}
 				return s.client.newRequest(ctx, http.MethodGet, "files", s.identifier, q)
-			}, nil)
+			}, s.client.nextPageOptions(s.identifier))
 			if err != nil {
 				return ListFilesResponse{}, wrapAuthError(err)
 			}

@@ -253,12 +253,13 @@ func testOpListFiles(t *testing.T, version string, cred bool) {
 		require.Equal(t, 1, p.count())
 		return
 	}
-	// Two pages: the first one's nextLink carries a continuation token.
+	// Two pages: the first one's nextLink carries a continuation token but
+	// neither api-version nor identifier: the client adds both.
 	p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("skiptoken") {
 		case "":
 			wantQuery(t, r, stdQuery(version, testIdentifier, "path", "data"))
-			next := p.url("/files?path=data&skiptoken=page2&identifier=" + testIdentifier)
+			next := p.url("/files?path=data&skiptoken=page2")
 			writeJSON(w, http.StatusOK, exampleWith(t, map[string]any{"nextLink": next}, exSK2410, "sessions_python_plugin_file_list.json@61f4180d"))
 		case "page2":
 			wantQuery(t, r, stdQuery(version, testIdentifier, "path", "data", "skiptoken", "page2"))

@@ -268,7 +268,7 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 					q.Set("skip", strconv.Itoa(int(options.Skip)))
 				}
 				return c.newRequest(ctx, http.MethodGet, "listSessions", "", q)
-			}, nil)
+			}, c.nextPageOptions(""))
 			if err != nil {
 				return ListSessionsResponse{}, wrapAuthError(err)
 			}
