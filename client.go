@@ -135,8 +135,8 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	}
 	perRetry = append(perRetry, uploadBodyPolicy{})
 	c, err := azcore.NewClient(moduleName, moduleVersion, runtime.PipelineOptions{
-		PerRetry:   perRetry,
-		Tracing:    runtime.TracingOptions{Namespace: tracingNamespace},
+		PerRetry: perRetry,
+		Tracing:  runtime.TracingOptions{Namespace: tracingNamespace},
 		// "identifier" is deliberately not allow-listed: azcore redacts it in
 		// logs. Neither is Operation-Location, whose URL repeats the identifier.
 		AllowedHeaders: []string{"operation-id", wire.ErrorCodeHeader},

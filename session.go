@@ -3,10 +3,12 @@ package azsessions
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -39,6 +41,9 @@ import (
 type Session struct {
 	client     *Client
 	identifier string
+
+	validateOnce sync.Once
+	validateErr  error
 }
 
 // Session returns the session named identifier. The identifier is checked
@@ -61,11 +66,15 @@ func (s *Session) Identifier() string { return s.identifier }
 // Client returns the client the session belongs to.
 func (s *Session) Client() *Client { return s.client }
 
+// validate checks the identifier against the api-version's rule, once per
+// Session (both are fixed).
 func (s *Session) validate() error {
-	if err := wire.ValidateIdentifier(s.client.version, s.identifier); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidIdentifier, err)
-	}
-	return nil
+	s.validateOnce.Do(func() {
+		if err := wire.ValidateIdentifier(s.client.version, s.identifier); err != nil {
+			s.validateErr = fmt.Errorf("%w: %v", ErrInvalidIdentifier, err)
+		}
+	})
+	return s.validateErr
 }
 
 // newUUID returns a random UUID version 4 in its canonical text form.
@@ -74,7 +83,17 @@ func newUUID() string {
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:16])
+	return string(out[:])
 }
 
 // SessionProperties describes a session (the Session resource).

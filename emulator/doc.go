@@ -38,6 +38,31 @@
 //	2025-10-02-preview:
 //	  POST   .management/stopSession stopSession (text/plain 200)
 //
+// Files: every file operation stays inside the session's data directory
+// (os.Root; symlinks are followed only while they stay inside). On the read
+// routes (get, download, list, delete) a path that is missing, is not a
+// regular file or directory (a FIFO, a device), or leads out of the data
+// directory is 404 FileNotFound "file not found", the same answer in every
+// case, so that code in a session cannot probe the host's paths; ".." and
+// absolute paths outside /mnt/data are 400. Files are opened with O_NONBLOCK
+// and checked after the open, so nothing swapped in can block a request.
+// Upload names and paths must be UTF-8 without control characters (400);
+// listings leave out names that are not UTF-8 or contain control characters
+// (code can create them; JSON cannot name them faithfully). On
+// 2025-10-02-preview the directory field of uploads, GET files/{name} and
+// listings is relative to the request's path parameter ("" for a file
+// directly in it).
+//
+// Limits: outputStreamsMaxLength (2025-10-02-preview) may be at most
+// MaxOutputMaxLength (1 Mi characters); a larger value is refused with 400
+// SessionRequestValidationFailed, never clamped. Each session runs one
+// execution at a time and queues at most Options.MaxQueuedExecutions more
+// (default 32); beyond that 429 TooManyRequests with Retry-After: 1. An
+// execution body is at most 16 MiB, an upload Options.MaxUploadBytes; a body
+// that sends nothing for Options.BodyReadTimeout (default 1 min) fails with
+// 400. timeoutInSeconds and outputStreamsMaxLength are int32: a value out of
+// range is a 400 that names the field.
+//
 // Errors are {"error":{"code","message","traceId"}} with the code repeated
 // in the x-ms-error-code header. Neither error messages nor logs ever contain
 // a session identifier, a bearer token or a query string.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -44,6 +45,7 @@ type execParams struct {
 
 // parseExecute decodes and checks the body of POST code/execute or POST executions.
 func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
+	defer h.watchBody(c)()
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, maxExecuteBody))
 	if err != nil {
 		return execParams{}, badRequest("the request body could not be read or is over %d bytes", maxExecuteBody)
@@ -53,7 +55,7 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 	if c.feat.Legacy {
 		var req wire.LegacyExecuteRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			return execParams{}, badRequest("the request body is not valid JSON")
+			return execParams{}, jsonError(err, "the request body")
 		}
 		if req.Properties == nil {
 			return execParams{}, errorf(http.StatusBadRequest, wire.CodeSessionPropertiesMissing, "api-version %s needs the body wrapped in {\"properties\":{...}}", c.version)
@@ -62,14 +64,14 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 	} else {
 		var req wire.ExecuteRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			return execParams{}, badRequest("the request body is not valid JSON")
+			return execParams{}, jsonError(err, "the request body")
 		}
 		if len(req.Properties) > 0 && !bytes.Equal(req.Properties, []byte("null")) {
 			if c.feat.OutputStreamsMaxLength { // 2025-10-02-preview rejects the legacy wrapper
 				return execParams{}, errorf(http.StatusBadRequest, wire.CodeSessionPropertiesMissing, "api-version %s takes a flat body; the {\"properties\":{...}} wrapper is not accepted", c.version)
 			}
 			if err := json.Unmarshal(req.Properties, &p); err != nil {
-				return execParams{}, badRequest("the properties object is not valid")
+				return execParams{}, jsonError(err, "the properties object")
 			}
 		} else {
 			p = wire.LegacyExecuteProperties{CodeInputType: req.CodeInputType, ExecutionType: req.ExecutionType, Code: req.Code, TimeoutInSeconds: req.TimeoutInSeconds}
@@ -109,11 +111,25 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 		if *outMax < 0 {
 			return execParams{}, badRequest("outputStreamsMaxLength must not be negative")
 		}
+		if *outMax > MaxOutputMaxLength {
+			return execParams{}, badRequest("outputStreamsMaxLength must be at most %d", MaxOutputMaxLength)
+		}
 		if *outMax > 0 {
 			ep.outputMax = int(*outMax)
 		}
 	}
 	return ep, nil
+}
+
+// jsonError is the 400 answer to a body that does not decode: it names the
+// field whose value has the wrong type or is out of range (such as a
+// timeoutInSeconds beyond int32).
+func jsonError(err error, what string) *apiError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return badRequest("%s is out of range or of the wrong type (want %s, got %s)", te.Field, te.Type, te.Value)
+	}
+	return badRequest("%s is not valid JSON", what)
 }
 
 // execute serves POST code/execute and POST executions. The operation-id
@@ -132,6 +148,13 @@ func (h *Handler) execute(c *call) *apiError {
 	s.execMu.Lock()
 	e, known := s.execs[id]
 	if !known {
+		// One execution runs, MaxQueuedExecutions may wait behind it.
+		if s.pending > h.opt.MaxQueuedExecutions {
+			s.execMu.Unlock()
+			c.w.Header().Set("Retry-After", "1")
+			return errorf(http.StatusTooManyRequests, CodeTooManyRequests, "the session already has %d executions waiting; retry after the running ones end", h.opt.MaxQueuedExecutions)
+		}
+		s.pending++
 		e = &execution{id: id, async: ep.async, done: make(chan struct{}), status: wire.StatusRunning}
 		s.recordLocked(e)
 	}
@@ -158,8 +181,13 @@ func (h *Handler) execute(c *call) *apiError {
 // run executes e on the session's kernel after the executions queued before it.
 func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax int) {
 	defer h.wg.Done()
-	defer close(e.done)      // second: the answer goes out after the release
-	defer h.release(s, true) // first
+	defer close(e.done)      // third: the answer goes out after the release
+	defer h.release(s, true) // second
+	defer func() {           // first: the code is no longer held
+		s.execMu.Lock()
+		s.pending--
+		s.execMu.Unlock()
+	}()
 	finish := func(status string, res ExecutionResult, kerr bool) {
 		e.mu.Lock()
 		e.status, e.res, e.kerr = status, res, kerr

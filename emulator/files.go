@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/azsessions/azsessions/internal/wire"
 )
@@ -61,33 +63,18 @@ func filePath(c *call) (dir, rel string, aerr *apiError) {
 	return dir, path.Join(dir, name), nil
 }
 
-// checkInside fails unless rel, with every symlink resolved, stays inside the
-// data directory (code in a session can create symlinks). A missing file is 404.
-func checkInside(dataDir, rel string) *apiError {
-	root, err := filepath.EvalSymlinks(dataDir)
-	if err != nil {
-		return internal("the session's data directory is gone")
-	}
-	full, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return errorf(http.StatusNotFound, CodeFileNotFound, "file not found")
-	}
-	if err != nil {
-		return badRequest("the path cannot be resolved")
-	}
-	if full != root && !strings.HasPrefix(full, root+string(filepath.Separator)) {
-		return badRequest("the path leads out of the data directory")
-	}
-	return nil
+// errFileNotFound is the answer of every read route (get, download, list,
+// delete) whose path is missing, is not a regular file or directory, or
+// leads out of the data directory through a symlink: one answer for all, so
+// that code in the session cannot probe which host paths exist. Paths are
+// resolved by os.Root only, which refuses to leave the data directory without
+// looking at the host path a symlink names.
+func errFileNotFound() *apiError {
+	return errorf(http.StatusNotFound, CodeFileNotFound, "file not found")
 }
 
-// fsError maps an error of an os.Root operation.
-func fsError(err error) *apiError {
-	if errors.Is(err, fs.ErrNotExist) {
-		return errorf(http.StatusNotFound, CodeFileNotFound, "file not found")
-	}
-	return badRequest("the path cannot be used: it leads out of the data directory or has the wrong type")
-}
+// fsError maps an error of an os.Root operation of a read route.
+func fsError(error) *apiError { return errFileNotFound() }
 
 // openRoot opens the session's data directory confined with os.Root, so
 // that no operation follows a symlink out of it.
@@ -140,10 +127,11 @@ type entry struct {
 }
 
 // walk lists dir (relative to the root). Symlinks are followed only when
-// they stay inside the root, and never recursed into; upload temporaries and
-// special files are left out.
+// they stay inside the root, and never recursed into; upload temporaries,
+// special files and names that are not listable (see listableName) are left
+// out.
 func walk(root *os.Root, dir string, recursive, filesOnly bool) ([]entry, error) {
-	f, err := root.Open(orDot(dir))
+	f, err := openDir(root, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +142,7 @@ func walk(root *os.Root, dir string, recursive, filesOnly bool) ([]entry, error)
 	}
 	var out []entry
 	for _, de := range des {
-		if strings.HasPrefix(de.Name(), uploadPrefix) {
+		if strings.HasPrefix(de.Name(), uploadPrefix) || !listableName(de.Name()) {
 			continue
 		}
 		rel := path.Join(dir, de.Name())
@@ -188,6 +176,54 @@ func walk(root *os.Root, dir string, recursive, filesOnly bool) ([]entry, error)
 	return out, nil
 }
 
+// openDir opens a directory of the data directory. O_DIRECTORY makes it fail
+// at once on anything else: a FIFO put in place of the directory would block
+// a plain open forever.
+func openDir(root *os.Root, dir string) (*os.File, error) {
+	return root.OpenFile(orDot(dir), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+}
+
+// openRegular opens a regular file of the data directory for reading. It
+// opens with O_NONBLOCK, so that a FIFO or device swapped in after a stat
+// cannot block the request, and checks the type of what it opened (fstat):
+// anything but a regular file is not found. O_NONBLOCK does not change how
+// regular files read.
+func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, errors.New("not a regular file")
+	}
+	return f, fi, nil
+}
+
+// listableName reports whether a name found in the data directory can be
+// listed: valid UTF-8 without control characters. JSON cannot carry other
+// bytes faithfully (invalid UTF-8 becomes U+FFFD, naming another file), and
+// uploads refuse control characters, so listings leave such names out,
+// consistently on every api-version; code in the session still sees them.
+func listableName(name string) bool {
+	return utf8.ValidString(name) && !hasControl(name)
+}
+
+// hasControl reports whether s contains a control character (C0, DEL or C1).
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
 func orDot(p string) string {
 	if p == "" {
 		return "."
@@ -207,6 +243,7 @@ func relDir(rel string) string {
 // directory). The part streams to a temporary file in the target directory
 // that is renamed into place, so a failed or oversize upload leaves nothing.
 func (h *Handler) upload(c *call) *apiError {
+	defer h.watchBody(c)()
 	limit := h.opt.MaxUploadBytes
 	tooLarge := errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the file is larger than the upload limit of %d bytes", limit)
 	if c.r.ContentLength > limit+multipartSlack {
@@ -247,20 +284,27 @@ func (h *Handler) upload(c *call) *apiError {
 	if name == "" {
 		return badRequest("the file part has no filename")
 	}
+	if hasControl(name) || hasControl(dir) || !utf8.ValidString(name) || !utf8.ValidString(dir) {
+		return badRequest("the file name and path must be UTF-8 without control characters")
+	}
 	rel := path.Join(dir, name)
 	parent := relDir(rel)
+	// Every failure to store the file gets the same answer, whatever the
+	// reason (a symlink out of the data directory, a file in the way), so
+	// that it tells nothing about host paths.
+	cannotStore := badRequest("the file cannot be stored at this path")
 	root, aerr := openRoot(c)
 	if aerr != nil {
 		return aerr
 	}
 	defer root.Close()
 	if err := root.MkdirAll(orDot(parent), 0o755); err != nil {
-		return fsError(err)
+		return cannotStore
 	}
 	tmp := path.Join(parent, uploadPrefix+newUUID())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fsError(err)
+		return cannotStore
 	}
 	n, err := io.Copy(f, io.LimitReader(part, limit+1))
 	if cerr := f.Close(); err == nil {
@@ -275,19 +319,22 @@ func (h *Handler) upload(c *call) *apiError {
 		_ = root.Remove(tmp)
 		return badRequest("the upload was interrupted")
 	}
+	// Rename replaces whatever is at rel (a symlink itself, never its
+	// target) and opens nothing.
 	if err := root.Rename(tmp, rel); err != nil {
 		_ = root.Remove(tmp)
 		return badRequest("the file cannot be stored at this path (is it a directory?)")
 	}
-	fi, err := root.Stat(rel)
+	fi, err := root.Lstat(rel)
 	if err != nil {
-		return fsError(err)
+		return cannotStore
 	}
 	if c.feat.Legacy {
 		writeJSON(c.w, http.StatusOK, legacyList([]entry{{rel, fi}}))
 		return nil
 	}
-	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), parent, fi))
+	// directory is relative to the request's path, as in listings.
+	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), relDir(name), fi))
 	return nil
 }
 
@@ -313,11 +360,6 @@ func (h *Handler) listFiles(c *call) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if dir != "" {
-		if aerr := checkInside(c.sess.kernel.DataDir(), dir); aerr != nil {
-			return aerr
-		}
-	}
 	recursive := false
 	if c.feat.Recursive {
 		recursive, _ = strconv.ParseBool(c.r.URL.Query().Get("recursive"))
@@ -338,21 +380,26 @@ func (h *Handler) listFiles(c *call) *apiError {
 	return nil
 }
 
-// statFile resolves {name} of a read route and stats it.
+// statFile resolves {name} of a read route and stats it (following symlinks
+// that stay inside the data directory). dir is the name's directory relative
+// to the path parameter (the directory field). Anything but a regular file or
+// a directory is not found.
 func statFile(c *call) (root *os.Root, dir, rel string, fi fs.FileInfo, aerr *apiError) {
-	if dir, rel, aerr = filePath(c); aerr != nil {
+	var base string
+	if base, rel, aerr = filePath(c); aerr != nil {
 		return nil, "", "", nil, aerr
 	}
-	if aerr = checkInside(c.sess.kernel.DataDir(), rel); aerr != nil {
-		return nil, "", "", nil, aerr
+	dir = relDir(strings.TrimPrefix(rel, base+"/"))
+	if base == "" {
+		dir = relDir(rel)
 	}
 	if root, aerr = openRoot(c); aerr != nil {
 		return nil, "", "", nil, aerr
 	}
 	fi, err := root.Stat(rel)
-	if err != nil {
+	if err != nil || !(fi.Mode().IsRegular() || fi.IsDir()) {
 		root.Close()
-		return nil, "", "", nil, fsError(err)
+		return nil, "", "", nil, errFileNotFound()
 	}
 	return root, dir, rel, fi, nil
 }
@@ -381,12 +428,13 @@ func (h *Handler) download(c *call) *apiError {
 		return aerr
 	}
 	defer root.Close()
-	if !fi.Mode().IsRegular() {
+	if fi.IsDir() {
 		return badRequest("the path is not a file")
 	}
-	f, err := root.Open(rel)
+	// The file may have been swapped since the stat: use what was opened.
+	f, fi, err := openRegular(root, rel)
 	if err != nil {
-		return fsError(err)
+		return errFileNotFound()
 	}
 	defer f.Close()
 	c.w.Header().Set("Content-Type", contentType(rel))

@@ -79,7 +79,8 @@ func TestFilesNew(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 			require.Equal(t, "a.yaml", r.json(t)["name"])
 			if feat.Recursive {
-				require.Equal(t, "sub/dir", r.json(t)["directory"])
+				// Relative to path=, as in listings.
+				require.Equal(t, "", r.json(t)["directory"])
 			}
 			r = e.get("files/hello.txt/content", qv(v, id))
 			require.Equal(t, http.StatusOK, r.status)
@@ -172,18 +173,19 @@ func TestFilesPathSafety(t *testing.T) {
 				}
 				return e.get("files/"+name+"/content", qv(v, id))
 			}
-			// Escapes are refused, in the name and in path=.
-			requireError(t, content("out"), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
-			requireError(t, content("outdir%2Fsecret"), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
+			// Escapes are refused, in the name and in path=: ".." is invalid,
+			// a symlink out of the data directory is not found.
+			requireError(t, content("out"), http.StatusNotFound, emulator.CodeFileNotFound)
+			requireError(t, content("outdir%2Fsecret"), http.StatusNotFound, emulator.CodeFileNotFound)
 			requireError(t, content("..%2F..%2Fetc%2Fpasswd"), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
 			requireError(t, e.upload(v, id, "../x.txt", []byte("x")), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
 			requireError(t, e.upload(v, id, "/etc/x.txt", []byte("x")), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
 			requireError(t, e.upload(v, id, "outdir/x.txt", []byte("x")), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
 			if !legacy {
-				requireError(t, e.get("files/secret/content", qv(v, id, "path", "outdir")), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
+				requireError(t, e.get("files/secret/content", qv(v, id, "path", "outdir")), http.StatusNotFound, emulator.CodeFileNotFound)
 				requireError(t, e.get("files/x/content", qv(v, id, "path", "../..")), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
-				requireError(t, e.get("files", qv(v, id, "path", "outdir")), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
-				requireError(t, e.get("files/out", qv(v, id)), http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
+				requireError(t, e.get("files", qv(v, id, "path", "outdir")), http.StatusNotFound, emulator.CodeFileNotFound)
+				requireError(t, e.get("files/out", qv(v, id)), http.StatusNotFound, emulator.CodeFileNotFound)
 			}
 			_, err := os.Stat(filepath.Join(outside, "x.txt"))
 			require.ErrorIs(t, err, os.ErrNotExist)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -29,6 +30,17 @@ const (
 	DefaultSweepInterval    = time.Second
 	// DefaultListSessionsPageSize is the page size of GET listSessions.
 	DefaultListSessionsPageSize = 300
+	// DefaultMaxQueuedExecutions is how many executions may wait behind the
+	// running one of a session.
+	DefaultMaxQueuedExecutions = 32
+	// DefaultBodyReadTimeout is how long a request body may send nothing.
+	DefaultBodyReadTimeout = time.Minute
+	// MaxOutputMaxLength is the largest output cap, in characters: a request's
+	// outputStreamsMaxLength above it is refused with 400
+	// SessionRequestValidationFailed (it is never clamped silently), and so
+	// is an Options.OutputMaxLength above it. Each of stdout and stderr of an
+	// execution is buffered up to this many characters.
+	MaxOutputMaxLength = 1 << 20
 )
 
 // Error codes the emulator answers with beyond those of package wire.
@@ -48,6 +60,9 @@ const (
 	CodeInvalidAPIVersion = "InvalidApiVersion"
 	// CodePayloadTooLarge (413): the upload is over MaxUploadBytes.
 	CodePayloadTooLarge = "PayloadTooLarge"
+	// CodeTooManyRequests (429, with Retry-After): the session already has
+	// MaxQueuedExecutions executions waiting.
+	CodeTooManyRequests = "TooManyRequests"
 	// CodeInternal (500): the executor failed to start or run a kernel.
 	CodeInternal = "InternalServerError"
 	// CodeUnavailable (503): the handler is closed.
@@ -71,8 +86,21 @@ type Options struct {
 	// above it the answer is 413.
 	MaxUploadBytes int64
 	// OutputMaxLength caps stdout and stderr, each, in characters (default
-	// 4096). 2025-10-02-preview requests may set outputStreamsMaxLength instead.
+	// 4096, at most MaxOutputMaxLength). 2025-10-02-preview requests may set
+	// outputStreamsMaxLength instead, up to MaxOutputMaxLength.
 	OutputMaxLength int
+	// MaxQueuedExecutions is how many executions of one session may wait
+	// behind the running one (default 32); one more is answered 429
+	// TooManyRequests with Retry-After: 1, without running it. Each waiting
+	// execution holds its code (up to 16 MiB); finished ones keep only their
+	// results (the last 1,000 per session).
+	MaxQueuedExecutions int
+	// BodyReadTimeout is how long the body of an upload or an execution may
+	// go without sending a byte (default 1 min): the deadline slides as bytes
+	// arrive, so slow but steady uploads of any size pass, while a client
+	// that stalls gets 400 and no longer holds its session (which could then
+	// never expire).
+	BodyReadTimeout time.Duration
 	// RequireToken makes every request without "Authorization: Bearer ..."
 	// fail with 401. The token itself is never checked.
 	RequireToken bool
@@ -121,8 +149,17 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.Executor == nil {
 		return nil, errors.New("emulator: Options.Executor is required")
 	}
-	if opt.Cooldown < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 {
+	if opt.Cooldown < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 {
 		return nil, errors.New("emulator: negative limit in Options")
+	}
+	if opt.OutputMaxLength > MaxOutputMaxLength {
+		return nil, fmt.Errorf("emulator: Options.OutputMaxLength is over %d characters", MaxOutputMaxLength)
+	}
+	if opt.MaxQueuedExecutions == 0 {
+		opt.MaxQueuedExecutions = DefaultMaxQueuedExecutions
+	}
+	if opt.BodyReadTimeout == 0 {
+		opt.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	def := func(v *string, d string) {
 		if *v == "" {
@@ -331,6 +368,59 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// watchBody makes the request body fail when the client sends nothing for
+// BodyReadTimeout: before each read it moves the connection's read deadline
+// that far ahead. At the end of the body the deadline is cleared (net/http
+// reads the connection in the background while the handler runs, and a
+// deadline left behind would cancel a long synchronous execution). Call the
+// returned function when the handler is done with the body: a body that
+// broke keeps an expired deadline, so that net/http does not wait for the
+// rest of it and closes the connection; one not read to its end keeps a
+// deadline BodyReadTimeout ahead for what net/http discards. Servers without
+// deadline support are left alone.
+func (h *Handler) watchBody(c *call) (done func()) {
+	rc := http.NewResponseController(c.w)
+	if err := rc.SetReadDeadline(time.Now().Add(h.opt.BodyReadTimeout)); err != nil {
+		return func() {}
+	}
+	b := &idleBody{ReadCloser: c.r.Body, rc: rc, d: h.opt.BodyReadTimeout}
+	c.r.Body = b
+	return func() {
+		switch {
+		case b.eof:
+		case b.failed:
+			_ = rc.SetReadDeadline(time.Now())
+		default:
+			_ = rc.SetReadDeadline(time.Now().Add(b.d))
+		}
+	}
+}
+
+// idleBody is a request body whose every read gets a fresh deadline.
+type idleBody struct {
+	io.ReadCloser
+	rc          *http.ResponseController
+	d           time.Duration
+	eof, failed bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.eof || b.failed {
+		return b.ReadCloser.Read(p)
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.eof = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		b.failed = true
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
+	return n, err
+}
 
 // ServeHTTP serves the pool management API; see the package documentation
 // for the routes.

@@ -34,11 +34,12 @@ type session struct {
 	execMu    sync.Mutex
 	execs     map[string]*execution
 	execOrder []string // ids oldest first, to forget the oldest beyond maxRecordedExecutions
+	pending   int      // executions queued or running (their code is held until they end)
 }
 
 // maxRecordedExecutions bounds the executions a session remembers for GET
 // executions/{id} and operation-id idempotency; the oldest finished ones go
-// first.
+// first. A record holds the result only, never the code.
 const maxRecordedExecutions = 1000
 
 // recordLocked remembers e, forgetting the oldest finished executions beyond

@@ -30,6 +30,11 @@
 //	-require-token        answer 401 without "Authorization: Bearer ..."
 //	-tls-cert, -tls-key   serve HTTPS with this certificate and key
 //	-log-level            debug, info, warn or error (default info)
+//
+// Timeouts: request headers must arrive within 30 s, keep-alive connections
+// idle for 2 min are closed, and a request body (upload or execution) that
+// sends nothing for 1 min fails with 400. Nothing bounds a whole request, so
+// large uploads and downloads and long executions are never cut.
 package main
 
 import (
@@ -157,7 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		scheme = "https"
 	}
 	endpoint := scheme + "://" + displayAddr(ln.Addr()) + h.PoolPath()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(h, log)
 	served := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {
@@ -192,6 +197,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		log.Error("closing the sandboxes failed", "err", closeErr)
 	}
 	return errors.Join(serveErr, closeErr)
+}
+
+// Timeouts of the HTTP server.
+const (
+	// readHeaderTimeout bounds how long a client may take to send a
+	// request's headers.
+	readHeaderTimeout = 30 * time.Second
+	// idleTimeout closes keep-alive connections idle for this long.
+	idleTimeout = 2 * time.Minute
+)
+
+// newHTTPServer is the emulator's server: headers must arrive within
+// readHeaderTimeout and idle keep-alive connections close after idleTimeout.
+// There is no ReadTimeout or WriteTimeout, which would cut large uploads,
+// downloads and long synchronous executions: a body that sends nothing for a
+// minute fails instead (emulator.Options.BodyReadTimeout), so a stalled
+// client cannot hold its session.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // logInfo logs the interpreter and which of the usual packages it has.

@@ -138,7 +138,7 @@ func TestRun(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "hi", body)
 	status, _ = do("GET", "files/escape/content"+q, "", true)
-	require.Equal(t, http.StatusBadRequest, status)
+	require.Equal(t, http.StatusNotFound, status, "a symlink out of the data directory is not found")
 
 	cancel()
 	select {

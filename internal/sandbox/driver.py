@@ -36,6 +36,15 @@ for _fd in (CMD_FD, RES_FD):
         os.set_inheritable(_fd, False)
     except OSError:
         pass
+# Descriptors the emulator inherited without close-on-exec passed through Go
+# and bwrap: none of them may reach user code. 0-2 are the cell's streams,
+# 3-4 the protocol.
+try:
+    import resource as _resource
+
+    os.closerange(RES_FD + 1, min(_resource.getrlimit(_resource.RLIMIT_NOFILE)[0], 1 << 16))
+except (ImportError, OSError, ValueError):
+    os.closerange(RES_FD + 1, 1024)
 # Writes past RLIMIT_FSIZE raise OSError(EFBIG) instead of killing the process
 # (the ignored disposition is inherited by subprocesses too).
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

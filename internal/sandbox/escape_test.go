@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,4 +252,37 @@ func TestRlimitsWithoutCgroups(t *testing.T) {
 	res = run(t, k, fmt.Sprintf("with open('/mnt/data/big', 'wb') as f:\n    f.write(b'x' * %d)", testFileSize+1))
 	require.Equal(t, kernel.Failed, res.Status)
 	require.Contains(t, res.Stderr, "File too large")
+}
+
+// TestInheritedDescriptorsClosed: a descriptor the emulator holds without
+// close-on-exec (here a pipe made inheritable on purpose) never reaches user
+// code: only 0-4 are open when a cell runs (listdir adds one of its own).
+func TestInheritedDescriptorsClosed(t *testing.T) {
+	requireSandbox(t, true)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), syscall.F_SETFD, 0) // clear FD_CLOEXEC
+	require.Zero(t, errno)
+	e, err := New(Options{DataDir: t.TempDir(), Ready: 0})
+	require.NoError(t, err)
+	defer e.Close()
+	k := newKernel(t, e)
+	code := `import os
+fds = {}
+for f in os.listdir('/proc/self/fd'):
+    try:
+        fds[int(f)] = os.readlink('/proc/self/fd/' + f)
+    except OSError:
+        pass
+print(fds)
+print(max(fd for fd, target in fds.items() if 'pipe:' in target))`
+	res := run(t, k, code)
+	t.Log(res.Stdout)
+	require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	highest, err := strconv.Atoi(lines[len(lines)-1])
+	require.NoError(t, err)
+	require.LessOrEqual(t, highest, 4, "a pipe above the protocol's (3, 4) reached user code")
 }

@@ -27,6 +27,10 @@ const (
 	sandboxTmp  = "/tmp"
 )
 
+// seccompFD is the descriptor bwrap reads its seccomp filter from (fds 3 and
+// 4 are the driver's protocol pipes).
+const seccompFD = 5
+
 // maxReplyBytes bounds one protocol line from the driver.
 const maxReplyBytes = 64 << 20
 
@@ -101,6 +105,10 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		env["PATH"] = d + ":" + env["PATH"]
 	}
 	var args []string
+	var seccomp []byte // the seccomp filter for bwrap, passed as fd seccompFD
+	if e.opts.Mode == ModeBwrap {
+		seccomp = seccompProgram()
+	}
 	if e.opts.Mode == ModeNone {
 		if err := os.MkdirAll(tmpDir, 0o700); err != nil {
 			cg.kill(0)
@@ -120,6 +128,9 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cfg.MplCache = sandboxSys + "/mpl"
 		cj, _ := json.Marshal(cfg)
 		args = e.bwrapArgs(dataDir, env)
+		if seccomp != nil {
+			args = append(args, "--seccomp", strconv.Itoa(seccompFD))
+		}
 		args = append(args, "--", e.python, "-s", sandboxSys+"/driver.py", string(cj))
 	}
 	if cg != nil {
@@ -158,7 +169,17 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	resR, resW, err2 := pipe()
 	outR, outW, err3 := pipe()
 	errR, errW, err4 := pipe()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	var secR, secW *os.File
+	var err5 error
+	if seccomp != nil {
+		// bwrap reads the filter from the pipe (and closes it) before it runs
+		// the driver; the program is far smaller than a pipe's buffer.
+		if secR, secW, err5 = pipe(); err5 == nil {
+			_, err5 = secW.Write(seccomp)
+			_ = secW.Close()
+		}
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		closeAll()
 		cg.kill(0)
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -166,6 +187,9 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{cmdR, resW}
+	if secR != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, secR) // fd seccompFD
+	}
 	p := &proc{
 		cmd: cmd, dataDir: dataDir, cg: cg, role: role,
 		cmdW: cmdW, resR: resR, outR: outR, errR: errR,
@@ -184,8 +208,10 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		return nil, fmt.Errorf("sandbox: start %s: %w", args[0], err)
 	}
 	// The child has its ends now.
-	for _, f := range []*os.File{cmdR, resW, outW, errW} {
-		_ = f.Close()
+	for _, f := range []*os.File{cmdR, resW, outW, errW, secR} {
+		if f != nil {
+			_ = f.Close()
+		}
 	}
 	p.wg.Add(4)
 	go func() {
@@ -455,8 +481,8 @@ type execReply struct {
 var emptyValue = json.RawMessage(`""`)
 
 // Execute runs one cell. req.Timeout <= 0 means no timeout (ctx still
-// applies); req.OutputMaxLength <= 0 means 4096 characters. A Python error
-// or a timeout is a Result with Status Failed (TimedOut set for a timeout), a
+// applies); req.OutputMaxLength <= 0 means 4096 characters and is capped at
+// 1 Mi characters. A Python error or a timeout is a Result with Status Failed (TimedOut set for a timeout), a
 // cancellation of ctx a Result with Status Canceled (the cell is interrupted
 // like on a timeout), not an error. When the kernel does not
 // stop within a grace period after its timeout or a cancellation, or its data
@@ -471,6 +497,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 	if maxLen <= 0 {
 		maxLen = defaultOutputMaxLength
 	}
+	maxLen = min(maxLen, maxOutputMaxLength) // each stream buffers up to 4 bytes a character
 	p, err := k.current()
 	if err != nil {
 		return kernel.Result{}, err
@@ -486,6 +513,19 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 		if p, err = k.current(); err != nil {
 			return kernel.Result{}, err
 		}
+	}
+	// Measure the data directory before the cell runs: a cell may not make it
+	// grow past the limits (or past what it held at the start, when an
+	// earlier cell already overshot them).
+	q, refuse := k.startQuota()
+	if refuse != "" {
+		res.Status = kernel.Failed
+		res.Value = emptyValue
+		res.Stderr = strings.Join(append(notes, refuse), "\n") + "\n"
+		if utf8.RuneCountInString(res.Stderr) > maxLen {
+			res.Stderr, res.StderrTruncated = string([]rune(res.Stderr)[:maxLen]), true
+		}
+		return res, nil
 	}
 	grace := k.e.opts.killGrace
 	start := time.Now()
@@ -506,11 +546,6 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 		t := time.NewTimer(req.Timeout + grace)
 		defer t.Stop()
 		timeoutC = t.C
-	}
-	quota := k.e.opts.MaxDataDirBytes
-	startSize := dirSize(k.dataDir)
-	if startSize > quota {
-		quota = startSize
 	}
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
@@ -580,9 +615,9 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 				res.Value = emptyValue
 			}
 			note := ""
-			if size := dirSize(k.dataDir); size > quota {
+			if over := k.overQuota(q); over != "" {
 				res.Status = kernel.Failed
-				note = fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes: delete files (the kernel is stopped when it grows further)", size, k.e.opts.MaxDataDirBytes)
+				note = over + ": delete files (the kernel is stopped when it grows further)"
 			}
 			k.fill(&res, p, maxLen, notes, note)
 			if canceled && !rep.Interrupted && !rep.TimedOut {
@@ -603,8 +638,8 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 		case <-cancelC:
 			return killAndRestart("The execution was canceled and did not stop")
 		case <-tick.C:
-			if size := dirSize(k.dataDir); size > quota {
-				return killAndRestart(fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes", size, k.e.opts.MaxDataDirBytes))
+			if over := k.overQuota(q); over != "" {
+				return killAndRestart(over)
 			}
 		}
 	}
@@ -644,7 +679,9 @@ func (k *Kernel) fill(res *kernel.Result, p *proc, maxLen int, before []string, 
 	}
 }
 
-// Close kills the kernel and removes its data directory. It is idempotent.
+// Close kills the kernel and removes its data directory: the directory is
+// gone when Close returns, its content is deleted in the background (see
+// Executor.Close, which waits for that). It is idempotent.
 func (k *Kernel) Close() error {
 	k.pmu.Lock()
 	if k.closed {
@@ -665,7 +702,7 @@ func (k *Kernel) Close() error {
 	}
 	k.pmu.Unlock()
 	k.e.forget(k)
-	return removeKernelDirs(k.dataDir)
+	return k.e.removeLater(k.dataDir)
 }
 
 // removeKernelDirs removes a kernel's data dir and its companion tmp dir,
@@ -686,19 +723,41 @@ func removeKernelDirs(dataDir string) error {
 	return errors.Join(errs...)
 }
 
-// dirSize is the total size of the regular files under dir.
-func dirSize(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
+// quota is what a cell may leave in the data directory.
+type quota struct{ bytes, entries int64 }
+
+// startQuota measures the data directory before a cell: the cell may grow it
+// up to the limits, or not at all when it already holds more. It returns a
+// note instead when the cell must not run: the directory cannot be measured,
+// or holds more than twice MaxDataDirEntries entries (then its growth could
+// not be measured either).
+func (k *Kernel) startQuota() (quota, string) {
+	o := k.e.opts
+	q := quota{bytes: o.MaxDataDirBytes, entries: o.MaxDataDirEntries}
+	u, err := diskUsage(k.dataDir, 2*o.MaxDataDirEntries)
+	switch {
+	case errors.Is(err, errTooManyEntries):
+		return q, fmt.Sprintf("OSError: /mnt/data holds more than %d files and directories, over the limit of %d: the code was not run; delete files with the files API", 2*o.MaxDataDirEntries, o.MaxDataDirEntries)
+	case err != nil:
+		return q, "OSError: /mnt/data cannot be measured (" + usageError(err) + "), which counts as over its limits: the code was not run; delete files with the files API"
+	}
+	q.bytes = max(q.bytes, u.bytes)
+	q.entries = max(q.entries, u.entries)
+	return q, ""
+}
+
+// overQuota measures the data directory and returns a note when it is over q
+// or cannot be measured, "" when it is within q.
+func (k *Kernel) overQuota(q quota) string {
+	o := k.e.opts
+	u, err := diskUsage(k.dataDir, q.entries)
+	switch {
+	case errors.Is(err, errTooManyEntries):
+		return fmt.Sprintf("OSError: /mnt/data holds more than %d files and directories, over the limit of %d", q.entries, o.MaxDataDirEntries)
+	case err != nil:
+		return "OSError: /mnt/data cannot be measured (" + usageError(err) + "), which counts as over the limit of " + strconv.FormatInt(o.MaxDataDirBytes, 10) + " bytes"
+	case u.bytes > q.bytes:
+		return fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes", u.bytes, o.MaxDataDirBytes)
+	}
+	return ""
 }

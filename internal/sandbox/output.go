@@ -11,6 +11,10 @@ import (
 // service's default for outputStreamsMaxLength).
 const defaultOutputMaxLength = 4096
 
+// maxOutputMaxLength caps a Request's OutputMaxLength (the emulator refuses
+// larger values), so that a stream buffers at most about 4 MiB.
+const maxOutputMaxLength = 1 << 20
+
 // stream collects one of a kernel's output streams (stdout or stderr) for the
 // execution in progress. The driver ends each execution's output with the
 // execution's nonce; everything before it belongs to the execution, at most

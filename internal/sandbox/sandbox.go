@@ -52,14 +52,27 @@
 // delegated cgroup) memory is bounded per process only and the process limit
 // is the approximate RLIMIT_NPROC.
 //
-// MaxDataDirBytes is watched from Go: the data directory is measured when a
-// cell starts, every 300 ms while it runs and when it ends. When it grew past
-// the limit while the cell ran, the kernel is killed and restarted on the same
-// directory (the cell fails; files are kept); when the cell ended over the
-// limit, the cell fails with a note. The overshoot is bounded by what one cell
-// writes within 300 ms, each file by RLIMIT_FSIZE; the private /tmp is a tmpfs
-// of MaxDataDirBytes (charged to the memory limit). CPU time is not limited
-// per execution: the execution timeout is.
+// MaxDataDirBytes and MaxDataDirEntries are watched from Go: the data
+// directory is measured like du (the blocks allocated to every file and
+// directory, so sparse and preallocated files count what they take, and the
+// number of entries, i.e. inodes) when a cell starts, every 300 ms while it
+// runs and when it ends. The walk goes from directory descriptor to directory
+// descriptor (no path is ever longer than a name), so trees deeper than
+// PATH_MAX are measured too; a tree that cannot be measured (a directory it
+// cannot open, more than 4096 levels) counts as over the limit. When the
+// directory grew past a limit while the cell ran, the kernel is killed and
+// restarted on the same directory (the cell fails; files are kept); when the
+// cell ended over a limit, the cell fails with a note; a cell that starts on a
+// directory that cannot be measured, or with more than twice
+// MaxDataDirEntries entries, is not run (delete files through the files API).
+// The overshoot is bounded by what one cell writes within 300 ms, each file
+// by RLIMIT_FSIZE. fallocate(2) fails with EOPNOTSUPP in the sandbox (a
+// seccomp filter, on amd64 and arm64), because FALLOC_FL_KEEP_SIZE reserves
+// blocks past RLIMIT_FSIZE in one call. The private /tmp is a tmpfs of
+// MaxDataDirBytes (bwrap --size; its inodes are not limited by count, but
+// each is kernel memory charged to the sandbox's memory cgroup, so
+// MemoryLimitBytes bounds them when cgroups are active). CPU time is not
+// limited per execution: the execution timeout is.
 package sandbox
 
 import (
@@ -102,6 +115,9 @@ const (
 	DefaultMaxProcesses     = 64
 	DefaultMaxFileSizeBytes = 128 << 20
 	DefaultMaxDataDirBytes  = 1 << 30
+	// DefaultMaxDataDirEntries bounds the files and directories (inodes) of
+	// one kernel's /mnt/data.
+	DefaultMaxDataDirEntries = 100_000
 )
 
 // ErrNoBubblewrap is wrapped by the error of New when Mode is "bwrap" and the
@@ -139,6 +155,10 @@ type Options struct {
 	// MaxDataDirBytes bounds the total size of one kernel's /mnt/data
 	// (default 1 GiB); see the package documentation for how.
 	MaxDataDirBytes int64
+	// MaxDataDirEntries bounds the number of files, directories and other
+	// entries under one kernel's /mnt/data (default 100,000), watched like
+	// MaxDataDirBytes.
+	MaxDataDirEntries int64
 	// Logger receives warnings and lifecycle events; nil discards them.
 	Logger *slog.Logger
 
@@ -151,6 +171,9 @@ type Options struct {
 	noIPython bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
+	// removeHook, when set, runs in the goroutine that removes a closed
+	// kernel's data, before it does (tests).
+	removeHook func()
 }
 
 // Executor starts sandboxed kernels and keeps Ready of them started. It
@@ -171,6 +194,7 @@ type Executor struct {
 	noUserns bool // bwrap supports --disable-userns
 	launchCh chan func()
 	launchWG sync.WaitGroup
+	rmWG     sync.WaitGroup // background removals of closed kernels' data
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -241,6 +265,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.MaxDataDirBytes <= 0 {
 		opts.MaxDataDirBytes = DefaultMaxDataDirBytes
+	}
+	if opts.MaxDataDirEntries <= 0 {
+		opts.MaxDataDirEntries = DefaultMaxDataDirEntries
 	}
 	if opts.killGrace <= 0 {
 		opts.killGrace = 5 * time.Second
@@ -658,6 +685,7 @@ func (e *Executor) Close() error {
 				errs = append(errs, err)
 			}
 		}
+		e.rmWG.Wait()
 		e.mu.Lock()
 		close(e.launchCh)
 		e.mu.Unlock()
@@ -676,6 +704,38 @@ func (e *Executor) Close() error {
 		e.closeErr = errors.Join(errs...)
 	})
 	return e.closeErr
+}
+
+// removeLater removes a closed kernel's directories without making the
+// caller wait for it: a session's data can be hundreds of thousands of
+// entries, which take a minute to delete. It renames them out of the way at
+// once (DataDir is gone when it returns) and deletes them in a goroutine that
+// Close waits for. After Close it removes them at once.
+func (e *Executor) removeLater(dataDir string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return removeKernelDirs(dataDir)
+	}
+	trash := filepath.Join(filepath.Dir(dataDir), ".rm-"+randHex(8))
+	if err := os.Rename(dataDir, trash); err != nil {
+		return removeKernelDirs(dataDir)
+	}
+	if err := os.Rename(dataDir+".tmp", trash+".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		_ = os.RemoveAll(dataDir + ".tmp")
+	}
+	hook := e.opts.removeHook
+	e.rmWG.Add(1)
+	go func() {
+		defer e.rmWG.Done()
+		if hook != nil {
+			hook()
+		}
+		if err := removeKernelDirs(trash); err != nil {
+			e.log.Warn("sandbox: removing a closed kernel's data failed", "err", err)
+		}
+	}()
+	return nil
 }
 
 func (e *Executor) forget(k *Kernel) {

@@ -1,0 +1,156 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+)
+
+// diskExecutor is an executor with small data directory limits.
+func diskExecutor(t *testing.T, opts Options) *Executor {
+	t.Helper()
+	requireSandbox(t, true)
+	opts.noPreload = true
+	e, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	return e
+}
+
+// TestFallocateCannotReserveDisk: fallocate(FALLOC_FL_KEEP_SIZE) would
+// reserve blocks past RLIMIT_FSIZE with a file size of 0; the sandbox refuses
+// fallocate, and what was reserved anyway would count.
+func TestFallocateCannotReserveDisk(t *testing.T) {
+	e := diskExecutor(t, Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 1 << 20})
+	k := newKernel(t, e)
+	res := run(t, k, `import ctypes, ctypes.util, os
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+fd = os.open("/mnt/data/reserved", os.O_RDWR | os.O_CREAT)
+r = libc.fallocate(fd, 1, 0, 64 << 20)  # FALLOC_FL_KEEP_SIZE
+print(r, ctypes.get_errno())
+os.close(fd)`)
+	fi, err := os.Stat(filepath.Join(k.DataDir(), "reserved"))
+	require.NoError(t, err)
+	u, err := diskUsage(k.DataDir(), 0)
+	require.NoError(t, err)
+	t.Logf("status %s, stdout %q, stderr %q, %d bytes allocated", res.Status, res.Stdout, res.Stderr, u.bytes)
+	require.Zero(t, fi.Size())
+	if res.Status == kernel.Succeeded {
+		require.Equal(t, "-1 95\n", res.Stdout, "fallocate must fail with EOPNOTSUPP")
+		require.Less(t, u.bytes, int64(1<<20))
+	} else {
+		require.Contains(t, res.Stderr, "over the limit")
+	}
+	// posix_fallocate falls back to writing, which RLIMIT_FSIZE bounds.
+	res = run(t, k, "import os\nfd = os.open('/mnt/data/p', os.O_RDWR | os.O_CREAT)\nos.posix_fallocate(fd, 0, 8 << 20)")
+	require.Equal(t, kernel.Failed, res.Status)
+}
+
+// TestDeepTreeIsMeasured: files at paths longer than PATH_MAX count.
+func TestDeepTreeIsMeasured(t *testing.T) {
+	e := diskExecutor(t, Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 2 << 20})
+	k := newKernel(t, e)
+	res := run(t, k, `import os
+for i in range(2100):
+    os.mkdir("d")
+    os.chdir("d")
+for i in range(5):
+    with open(f"f{i}", "wb") as f:
+        f.write(b"x" * (1 << 20))
+os.chdir("/mnt/data")`)
+	require.Equal(t, kernel.Failed, res.Status, "stdout %q stderr %q", res.Stdout, res.Stderr)
+	require.Contains(t, res.Stderr, "over the limit")
+}
+
+// TestDataDirEntryLimit: empty directories count, by number and by blocks;
+// a cell past MaxDataDirEntries is stopped.
+func TestDataDirEntryLimit(t *testing.T) {
+	e := diskExecutor(t, Options{MaxDataDirEntries: 1000})
+	k := newKernel(t, e)
+	res := run(t, k, "import os\nfor i in range(1500):\n    os.mkdir(f'/mnt/data/d{i}')")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "files and directories, over the limit of 1000")
+	// Slowly: the watcher stops the kernel.
+	res = runT(t, k, "import os, time\nfor i in range(3000):\n    os.mkdir(f'/mnt/data/e{i}')\n    time.sleep(0.001)", 60*time.Second)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.True(t, res.Restarted)
+	require.Contains(t, res.Stderr, "over the limit of 1000")
+	u, err := diskUsage(k.DataDir(), 0)
+	require.NoError(t, err)
+	require.Less(t, u.entries, int64(1500+3000), "the kernel was not stopped")
+	// Deleting makes room again.
+	requireOK(t, k, "import shutil, os\nfor n in os.listdir('/mnt/data'):\n    shutil.rmtree('/mnt/data/' + n)")
+	requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
+}
+
+// TestDataDirUnmeasurableFailsClosed: a directory the emulator cannot read
+// counts as over the limit.
+func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
+	e := diskExecutor(t, Options{})
+	k := newKernel(t, e)
+	requireOK(t, k, "import os\nos.makedirs('/mnt/data/a/b')")
+	// Make the walk fail the way a hostile tree would (more than 4096 levels
+	// of nesting, or an unreadable directory for a non-root emulator).
+	require.NoError(t, os.Rename(filepath.Join(k.DataDir(), "a", "b"), filepath.Join(k.DataDir(), "b")))
+	require.NoError(t, os.Symlink(".", filepath.Join(k.DataDir(), "a", "b")))
+	requireOK(t, k, "1") // symlinks are counted, never followed
+	deep := filepath.Join(k.DataDir(), "deep")
+	r, err := os.OpenRoot(k.DataDir())
+	require.NoError(t, err)
+	require.NoError(t, r.Mkdir("deep", 0o755))
+	for range maxWalkDepth + 1 {
+		next, err := r.OpenRoot("deep")
+		require.NoError(t, err)
+		r.Close()
+		r = next
+		require.NoError(t, r.Mkdir("deep", 0o755))
+	}
+	r.Close()
+	res := run(t, k, "1")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "cannot be measured (the directory tree is deeper than 4096 levels)")
+	require.NotContains(t, res.Stderr, k.DataDir(), "no host path in messages")
+	require.NoError(t, os.RemoveAll(deep))
+	requireOK(t, k, "1")
+}
+
+// TestCloseRemovesDataInBackground: Kernel.Close returns before a large data
+// directory is deleted (the DELETE of a session must not wait for it); the
+// data is out of DataDir at once and Executor.Close waits for the deletion.
+func TestCloseRemovesDataInBackground(t *testing.T) {
+	release := make(chan struct{})
+	base := t.TempDir()
+	requireSandbox(t, true)
+	e, err := New(Options{DataDir: base, noPreload: true, removeHook: func() { <-release }})
+	require.NoError(t, err)
+	k := newKernel(t, e)
+	requireOK(t, k, "import os\nfor i in range(100):\n    os.mkdir(f'/mnt/data/d{i}')")
+	dir := k.DataDir()
+	done := make(chan error, 1)
+	go func() { done <- k.Close() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("Kernel.Close waited for the removal of the data")
+	}
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	close(release)
+	require.NoError(t, e.Close())
+	ents, err := os.ReadDir(base)
+	require.NoError(t, err)
+	var names []string
+	for _, ent := range ents {
+		names = append(names, ent.Name())
+	}
+	require.Empty(t, names, strings.Join(names, ","))
+}

@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDiskUsageCountsReservedBlocks: fallocate(FALLOC_FL_KEEP_SIZE) reserves
+// blocks of a file whose size stays 0; they count.
+func TestDiskUsageCountsReservedBlocks(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "reserved"))
+	require.NoError(t, err)
+	defer f.Close()
+	const keepSize = 1 // FALLOC_FL_KEEP_SIZE
+	if err := syscall.Fallocate(int(f.Fd()), keepSize, 0, 8<<20); err != nil {
+		t.Skipf("fallocate not supported here: %v", err)
+	}
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	require.Zero(t, fi.Size())
+	u, err := diskUsage(dir, 0)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, u.bytes, int64(8<<20))
+	require.Equal(t, int64(1), u.entries)
+}
+
+// TestDiskUsageDeeperThanPathMax: a file at a path longer than PATH_MAX is
+// measured (a path-based walk fails with ENAMETOOLONG there).
+func TestDiskUsageDeeperThanPathMax(t *testing.T) {
+	dir := t.TempDir()
+	r, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	const depth = 2100 // 2 bytes per level: > 4096 bytes of path
+	for range depth {
+		require.NoError(t, r.Mkdir("d", 0o755))
+		next, err := r.OpenRoot("d")
+		require.NoError(t, err)
+		r.Close()
+		r = next
+	}
+	f, err := r.Create("deep.bin")
+	require.NoError(t, err)
+	_, err = f.Write(make([]byte, 1<<20))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	r.Close()
+	u, err := diskUsage(dir, 0)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, u.bytes, int64(1<<20))
+	require.Equal(t, int64(depth+1), u.entries)
+}
+
+// TestDiskUsageCountsDirectories: empty directories take blocks and inodes,
+// and the walk stops past maxEntries.
+func TestDiskUsageCountsDirectories(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 300 {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "d"+strconv.Itoa(i)), 0o755))
+	}
+	u, err := diskUsage(dir, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(300), u.entries)
+	require.Positive(t, u.bytes, "directories take blocks")
+	_, err = diskUsage(dir, 299)
+	require.ErrorIs(t, err, errTooManyEntries)
+	u, err = diskUsage(dir, 300)
+	require.NoError(t, err)
+	require.Equal(t, int64(300), u.entries)
+}
+
+// TestDiskUsageFailsClosed: what cannot be read is an error, not zero.
+func TestDiskUsageFailsClosed(t *testing.T) {
+	_, err := diskUsage(filepath.Join(t.TempDir(), "missing"), 0)
+	require.Error(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink("/", filepath.Join(dir, "link")))
+	u, err := diskUsage(dir, 0)
+	require.NoError(t, err, "a symlink is counted, never followed")
+	require.Equal(t, int64(1), u.entries)
+	_, err = diskUsage(filepath.Join(dir, "link"), 0)
+	require.Error(t, err, "the top directory itself must not be a symlink")
+}
+
+// dirSize is the allocated size of dir (0 when it cannot be measured).
+func dirSize(dir string) int64 {
+	u, _ := diskUsage(dir, 0)
+	return u.bytes
+}
