@@ -81,6 +81,8 @@ type Client struct {
 	version  string
 	features wire.Features
 	retry    policy.RetryOptions
+	// executeRetry is retry with shouldRetryExecute, for execution requests.
+	executeRetry policy.RetryOptions
 }
 
 // NewClient creates a client for the pool management endpoint (the session
@@ -144,7 +146,10 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	if err != nil {
 		return nil, err
 	}
-	return &Client{internal: c, endpoint: ep, version: version, features: features, retry: opts.Retry}, nil
+	client := &Client{internal: c, endpoint: ep, version: version, features: features, retry: opts.Retry}
+	client.executeRetry = opts.Retry
+	client.executeRetry.ShouldRetry = shouldRetryExecute
+	return client, nil
 }
 
 func parseEndpoint(endpoint string, requireHTTPS bool) (string, error) {
@@ -176,20 +181,45 @@ func (c *Client) APIVersion() string { return c.version }
 // newRequest builds a request for path (already escaped, relative to the
 // endpoint) with api-version and, when identifier is not empty, identifier.
 func (c *Client) newRequest(ctx context.Context, method, path, identifier string, query url.Values) (*policy.Request, error) {
-	req, err := runtime.NewRequest(ctx, method, c.endpoint+"/"+path)
+	// The query is written once, in url.Values.Encode's order (sorted keys),
+	// with spaces as %20: azcore does not touch it again.
+	var b strings.Builder
+	b.Grow(len(c.endpoint) + len(path) + 64 + len(identifier)*3)
+	b.WriteString(c.endpoint)
+	b.WriteByte('/')
+	b.WriteString(path)
+	b.WriteByte('?')
+	if len(query) == 0 {
+		b.WriteString("api-version=")
+		b.WriteString(c.version)
+		if identifier != "" {
+			b.WriteString("&identifier=")
+			b.WriteString(queryEscape(identifier))
+		}
+	} else {
+		query.Set("api-version", c.version)
+		if identifier != "" {
+			query.Set("identifier", identifier)
+		}
+		b.WriteString(strings.ReplaceAll(query.Encode(), "+", "%20"))
+	}
+	req, err := runtime.NewRequest(ctx, method, b.String())
 	if err != nil {
 		return nil, err
 	}
-	if query == nil {
-		query = url.Values{}
-	}
-	query.Set("api-version", c.version)
-	if identifier != "" {
-		query.Set("identifier", identifier)
-	}
-	req.Raw().URL.RawQuery = strings.ReplaceAll(query.Encode(), "+", "%20")
-	req.Raw().Header.Set("Accept", "application/json")
+	req.Raw().Header["Accept"] = acceptJSON
 	return req, nil
+}
+
+var acceptJSON = []string{"application/json"}
+
+// queryEscape escapes a query value like url.QueryEscape, with %20 for spaces.
+func queryEscape(s string) string {
+	e := url.QueryEscape(s)
+	if strings.IndexByte(e, '+') < 0 {
+		return e
+	}
+	return strings.ReplaceAll(e, "+", "%20")
 }
 
 // nextPageOptions makes pagers request a nextLink with this client's
@@ -254,9 +284,11 @@ type redactErrorsPolicy struct{}
 
 func (redactErrorsPolicy) Do(req *policy.Request) (*http.Response, error) {
 	resp, err := req.Next()
-	var ue *url.Error
-	if err != nil && errors.As(err, &ue) {
-		ue.URL = redactIdentifier(ue.URL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redactIdentifier(ue.URL)
+		}
 	}
 	return resp, err
 }

@@ -270,14 +270,15 @@ func (s *Session) checkExecute(code string, options *ExecuteOptions) (int32, err
 // to answers that prove the code did not run: 429, or a connection that was
 // never established.
 func (c *Client) executeRetryContext(ctx context.Context) context.Context {
-	opts := c.retry
-	opts.ShouldRetry = func(resp *http.Response, err error) bool {
-		if err != nil {
-			return notSent(err)
-		}
-		return resp.StatusCode == http.StatusTooManyRequests
+	return policy.WithRetryOptions(ctx, c.executeRetry)
+}
+
+// shouldRetryExecute is the ShouldRetry of execution requests.
+func shouldRetryExecute(resp *http.Response, err error) bool {
+	if err != nil {
+		return notSent(err)
 	}
-	return policy.WithRetryOptions(ctx, opts)
+	return resp.StatusCode == http.StatusTooManyRequests
 }
 
 // notSent reports whether err proves that the request never left: the

@@ -419,6 +419,9 @@ func (v *bodyView) Close() error { return nil }
 type uploadBodyPolicy struct{}
 
 func (uploadBodyPolicy) Do(req *policy.Request) (*http.Response, error) {
+	if !strings.HasPrefix(req.Raw().Header.Get("Content-Type"), "multipart/") {
+		return req.Next()
+	}
 	var body *multipartBody
 	if req.OperationValue(&body) && body != nil {
 		req.Raw().Body = body.newView()
