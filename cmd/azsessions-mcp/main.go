@@ -188,28 +188,9 @@ func newBackend(cfg config, getenv func(string) string, logger *slog.Logger) (*a
 // startEmulator serves an emulator handler with exec on a loopback port and
 // returns the pool endpoint and a function that stops it (and closes exec).
 func startEmulator(exec emulator.Executor, logger *slog.Logger) (string, func(), error) {
-	h, err := emulator.NewHandler(emulator.Options{Executor: exec, Logger: logger.With("component", "emulator")})
+	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, Logger: logger.With("component", "emulator")})
 	if err != nil {
-		_ = exec.Close()
 		return "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = h.Close()
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-		_ = h.Close()
-	}
-	return "http://" + ln.Addr().String() + h.PoolPath(), stop, nil
+	return srv.Endpoint, func() { _ = srv.Close() }, nil
 }

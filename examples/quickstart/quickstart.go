@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,33 +98,19 @@ func connect(ctx context.Context, endpoint string, logw io.Writer) (*azsessions.
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("start the emulator's sandbox: %w", err)
 	}
-	handler, err := emulator.NewHandler(emulator.Options{Executor: executor, Logger: logger})
+	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: executor, Logger: logger})
 	if err != nil {
-		executor.Close()
 		return nil, "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		handler.Close()
-		return nil, "", nil, err
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	endpoint = "http://" + ln.Addr().String() + handler.PoolPath()
+	endpoint = srv.Endpoint
 	client, err := azsessions.NewClientWithNoCredential(endpoint, nil)
 	if err != nil {
 		srv.Close()
-		handler.Close()
 		return nil, "", nil, err
 	}
 	info := executor.Info()
 	desc := fmt.Sprintf("local emulator at %s (Python %s at %s, sandbox %s)", endpoint, info.PythonVersion, info.Interpreter, info.Sandbox)
-	return client, desc, func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		_ = handler.Close()
-	}, nil
+	return client, desc, func() { _ = srv.Close() }, nil
 }
 
 // printExecution shows an execution the way the walkthrough's observations do.
