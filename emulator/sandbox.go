@@ -6,8 +6,9 @@ import "github.com/azsessions/azsessions/internal/sandbox"
 // for the system python3), Mode (SandboxBwrap, the default, or SandboxNone),
 // DataDir (where the kernels' data directories go; "" for a temporary
 // directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
-// MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries and Logger. The zero
-// value is usable.
+// MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries, Preload (modules
+// every kernel imports in the background; nil for the default, numpy) and
+// Logger. The zero value is usable.
 type SandboxOptions = sandbox.Options
 
 // Sandbox modes of SandboxOptions.Mode.

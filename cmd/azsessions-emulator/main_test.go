@@ -38,6 +38,14 @@ func TestParseFlags(t *testing.T) {
 			require.Equal(t, 4096, c.outputMaxLength)
 			require.Equal(t, byteSize(1<<30), c.memoryLimit)
 			require.Equal(t, 2, c.ready)
+			require.Nil(t, c.preload, "nil: the sandbox's default")
+		}},
+		{[]string{"-preload", "numpy, pandas,matplotlib"}, "", func(t *testing.T, c config) {
+			require.Equal(t, []string{"numpy", "pandas", "matplotlib"}, c.preload)
+		}},
+		{[]string{"-preload", "none"}, "", func(t *testing.T, c config) {
+			require.NotNil(t, c.preload)
+			require.Empty(t, c.preload)
 		}},
 		{[]string{"-sandbox=none", "-max-upload-bytes", "10MiB", "-memory-limit", "512MB", "-cooldown", "1h", "-require-token"}, "", func(t *testing.T, c config) {
 			require.Equal(t, "none", c.sandbox)

@@ -50,20 +50,17 @@ func smapsRollup(p *proc) (rss, pss, private int64) {
 	return rss, pss, private
 }
 
-// BenchmarkReadyKernelMemory starts `ready` kernels (default pool size 2)
-// and reports, per kernel, the resident memory (RSS), the proportional set
-// size (PSS: shared pages divided among the sandboxes mapping them) and the
-// private memory, with numpy/pandas/pyplot preloaded (the default) and
-// without. It needs cgroups to find a sandbox's processes (root here).
+// BenchmarkReadyKernelMemory starts `ready` kernels (default pool size 2),
+// waits for their background preload, and reports, per kernel, the resident
+// memory (RSS), the proportional set size (PSS: shared pages divided among
+// the sandboxes mapping them) and the private memory, for each preload set.
+// It needs cgroups to find a sandbox's processes (root here).
 func BenchmarkReadyKernelMemory(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		preload bool
-	}{{"preload", true}, {"nopreload", false}} {
-		b.Run(tc.name, func(b *testing.B) {
+	for _, set := range preloadSets {
+		b.Run("preload="+set.name, func(b *testing.B) {
 			requireSandbox(b, true)
 			const ready = 2
-			e, err := New(Options{Ready: ready, noPreload: !tc.preload})
+			e, err := New(Options{Ready: ready, Preload: set.mods})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = e.Close() })
 			if e.cg == nil {
@@ -88,29 +85,44 @@ func BenchmarkReadyKernelMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkFirstFigure takes a ready kernel (a fresh session) and draws and
-// returns the first matplotlib figure, with and without preloading.
+// BenchmarkFirstFigure takes a ready kernel (a fresh session from a full
+// pool) and draws and returns the first matplotlib figure, for each preload
+// set (p50-ms: NewKernel + the cell).
 func BenchmarkFirstFigure(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		preload bool
-	}{{"preload", true}, {"nopreload", false}} {
-		b.Run(tc.name, func(b *testing.B) {
-			e := benchExecutorOpts(b, Options{Ready: 1, noPreload: !tc.preload})
-			req := figureRequest()
+	benchFirstCell(b, figureRequest(), `"image"`)
+}
+
+// BenchmarkFirstImportPandas is a fresh session's first `import pandas`
+// (and a DataFrame), for each preload set.
+func BenchmarkFirstImportPandas(b *testing.B) {
+	benchFirstCell(b, kernel.Request{
+		Code:            "import pandas as pd\npd.DataFrame({'a': [1, 2]}).shape[0]",
+		Timeout:         time.Minute,
+		OutputMaxLength: 4096,
+	}, "2")
+}
+
+func benchFirstCell(b *testing.B, req kernel.Request, want string) {
+	for _, set := range preloadSets {
+		b.Run("preload="+set.name, func(b *testing.B) {
+			e := benchExecutorOpts(b, Options{Ready: 1, Preload: set.mods})
+			var lat []time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				waitReady(b, e, 1)
 				b.StartTimer()
+				t0 := time.Now()
 				k, err := e.NewKernel(context.Background())
 				require.NoError(b, err)
 				res, err := k.Execute(context.Background(), req)
+				lat = append(lat, time.Since(t0))
 				require.NoError(b, err)
-				require.Contains(b, string(res.Value), `"image"`, res.Stderr)
+				require.Contains(b, string(res.Value), want, res.Stderr)
 				b.StopTimer()
 				_ = k.Close()
 				b.StartTimer()
 			}
+			reportP50(b, lat, "p50-ms")
 		})
 	}
 }

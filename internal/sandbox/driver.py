@@ -7,9 +7,16 @@
 #
 # Requests:  {"op":"exec","id":N,"code":"...","timeout":SECONDS,"nonce":"..."}
 #            {"op":"interrupt"}
-# Replies:   {"ready":true,"runner":"ipython"|"fallback","preloaded":[...]}
+# Replies:   {"ready":true,"runner":"ipython"|"fallback","preload":[...]}
+#            {"preloaded":[...],"preload_ms":float}  (once, after "ready")
 #            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"timed_out":bool,
 #             "interrupted":bool,"duration_ms":float}
+#
+# The driver answers "ready" as soon as it can run a cell; the modules of
+# CFG["preload"] are then imported by a background thread, which sends
+# "preloaded" when it is done. A cell that imports one of them meanwhile waits
+# for that import (the import system's per-module locks), it does not run it
+# twice.
 import ast
 import base64
 import builtins
@@ -85,7 +92,13 @@ def _lower(res, value):
     resource.setrlimit(res, (value, value))
 
 
-def set_limits():
+# Address space the background preload may map on top of the runtime before
+# RLIMIT_AS is tightened to what it really mapped (numpy + pandas + pyplot map
+# about 160 MiB).
+PRELOAD_RESERVE = 1 << 30
+
+
+def set_limits(preloading):
     import resource
 
     if CFG.get("max_file_size", 0) > 0:
@@ -93,16 +106,33 @@ def set_limits():
     if CFG.get("nproc", 0) > 0:
         _lower(resource.RLIMIT_NPROC, int(CFG["nproc"]))
     if CFG.get("memory", 0) > 0:
-        # The runtime (interpreter, preloaded libraries, thread stacks) is
-        # already mapped: user code may allocate "memory" bytes on top of it.
-        _lower(resource.RLIMIT_AS, _vm_size() + int(CFG["memory"]))
+        # The runtime (interpreter, thread stacks) is already mapped: user
+        # code may allocate "memory" bytes on top of it, and of the preloaded
+        # libraries once they are (see tighten_as_limit).
+        _lower(resource.RLIMIT_AS, _vm_size() + int(CFG["memory"]) + (PRELOAD_RESERVE if preloading else 0))
+
+
+def tighten_as_limit():
+    """After the background preload: the runtime now includes the preloaded
+    libraries. The limit only goes down (a cell that ran meanwhile may have
+    mapped more, which then counts as runtime: at most PRELOAD_RESERVE)."""
+    if CFG.get("memory", 0) > 0:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        want = _vm_size() + int(CFG["memory"])
+        if hard == resource.RLIM_INFINITY or want < hard:
+            try:
+                resource.setrlimit(resource.RLIMIT_AS, (want, want))
+            except (OSError, ValueError):
+                pass
 
 
 # ---------------------------------------------------------------- preload
 
 
-def preload():
-    done = []
+def prepare_mpl():
+    """Copies the executor's matplotlib font cache into MPLCONFIGDIR."""
     mpl_cache = CFG.get("mpl_cache")
     mpl_dir = os.environ.get("MPLCONFIGDIR")
     if mpl_dir:
@@ -115,14 +145,38 @@ def preload():
                         shutil.copy(src, os.path.join(mpl_dir, name))
         except OSError:
             pass
-    if CFG.get("preload"):
-        for mod in ("numpy", "pandas", "matplotlib.pyplot"):
-            try:
-                __import__(mod)
-                done.append(mod)
-            except BaseException:  # noqa: a broken package must not kill the kernel
-                pass
-    return done
+
+
+def preload_modules():
+    return [m for m in CFG.get("preload") or () if isinstance(m, str) and m]
+
+
+def _preload(mods):
+    # Timer and interrupt signals are for the main thread, which runs cells.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT})
+    start = time.monotonic()
+    done = []
+    for mod in mods:
+        try:
+            __import__(mod)
+            done.append(mod)
+            # A cell waiting for this import must find plt.show patched.
+            patch_pyplot()
+        except BaseException:  # noqa: a broken package must not kill the kernel
+            pass
+    try:
+        tighten_as_limit()
+    except BaseException:  # noqa
+        pass
+    reply({"preloaded": done, "preload_ms": (time.monotonic() - start) * 1000.0})
+
+
+def start_preload(mods):
+    """Imports mods in a background thread, then sends "preloaded"."""
+    if not mods:
+        reply({"preloaded": [], "preload_ms": 0.0})
+        return
+    threading.Thread(target=_preload, args=(mods,), name="azsessions-preload", daemon=True).start()
 
 
 # ---------------------------------------------------------------- figures
@@ -136,8 +190,17 @@ def _png(fig):
     return buf.getvalue()
 
 
-def _patched_show(*args, **kwargs):
+def _pyplot():
+    """matplotlib.pyplot once it is imported, None before or while its import
+    runs (in the preload thread, say)."""
     plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None or getattr(getattr(plt, "__spec__", None), "_initializing", False):
+        return None
+    return plt
+
+
+def _patched_show(*args, **kwargs):
+    plt = _pyplot()
     if plt is None:
         return
     nums = plt.get_fignums()
@@ -150,15 +213,16 @@ def _patched_show(*args, **kwargs):
 
 
 def patch_pyplot():
-    plt = sys.modules.get("matplotlib.pyplot")
-    if plt is not None and getattr(plt.show, "__name__", "") != "_patched_show":
+    plt = _pyplot()
+    show = getattr(plt, "show", None)
+    if show is not None and getattr(show, "__name__", "") != "_patched_show":
         plt.show = _patched_show
 
 
 def take_figure():
     """PNG bytes of the last figure shown or still open in this cell, or None."""
     img = None
-    plt = sys.modules.get("matplotlib.pyplot")
+    plt = _pyplot()
     if plt is not None:
         try:
             nums = plt.get_fignums()
@@ -247,7 +311,65 @@ class FallbackRunner:
             return False, False, None
 
 
+# Modules IPython imports at start-up that a kernel without a terminal or
+# completion never uses: the terminal front end (IPython/__init__ imports
+# IPython.terminal.embed, which pulls prompt_toolkit, the terminal debugger,
+# the terminal app and its magics) and jedi (the completer's, with parso).
+# Together about 60 ms and 10 MiB per kernel. They are kept out only while
+# the shell starts: user code can import all of them afterwards.
+_SKIP_AT_START = ("jedi", "IPython.terminal.embed")
+
+
+def _lazy_ipython_attr(name):
+    if name == "embed":
+        from IPython.terminal.embed import embed
+
+        return embed
+    raise AttributeError("module 'IPython' has no attribute %r" % (name,))
+
+
+def _skip_start_modules():
+    import types
+
+    saved = {name: sys.modules.get(name, _MISSING) for name in _SKIP_AT_START}
+    # None in sys.modules makes "import jedi" raise ImportError, which
+    # IPython.core.completer handles (no jedi completions).
+    sys.modules["jedi"] = None
+    stub = types.ModuleType("IPython.terminal.embed")
+    stub.embed = None
+    sys.modules["IPython.terminal.embed"] = stub
+    return saved, stub
+
+
+def _restore_start_modules(saved, stub):
+    for name, mod in saved.items():
+        if mod is _MISSING:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = mod
+    ipython = sys.modules.get("IPython")
+    if ipython is not None and getattr(ipython, "embed", _MISSING) is None:
+        # IPython.embed comes from the real module on first use.
+        del ipython.embed
+        if not hasattr(ipython, "__getattr__"):
+            ipython.__getattr__ = _lazy_ipython_attr
+    terminal = sys.modules.get("IPython.terminal")
+    if terminal is not None and getattr(terminal, "embed", None) is stub:
+        del terminal.embed
+
+
+_MISSING = object()
+
+
 def make_ipython_runner():
+    saved, stub = _skip_start_modules()
+    try:
+        return _make_ipython_runner()
+    finally:
+        _restore_start_modules(saved, stub)
+
+
+def _make_ipython_runner():
     from IPython.core.displayhook import DisplayHook
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets import Type
@@ -280,6 +402,9 @@ def make_ipython_runner():
     cfg.InteractiveShell.ast_node_interactivity = "last_expr"
     cfg.InteractiveShell.autocall = 0
     shell = Shell.instance(config=cfg)
+    # The first cell of a shell costs ~1.5 ms more than the next ones (lazy
+    # set-up in IPython): pay it before "ready", outside any user history.
+    shell.run_cell("pass", store_history=False, silent=True)
 
     class Runner:
         name = "ipython"
@@ -341,8 +466,7 @@ def main():
             s.reconfigure(line_buffering=True)
         except (AttributeError, ValueError):
             pass
-    preloaded = preload()
-    patch_pyplot()
+    prepare_mpl()
     runner = None
     if not CFG.get("no_ipython"):
         try:
@@ -354,8 +478,10 @@ def main():
     q = queue.Queue()
     threading.Thread(target=_reader, args=(q,), daemon=True).start()
     signal.signal(signal.SIGALRM, _on_alarm)
-    set_limits()
-    reply({"ready": True, "runner": runner.name, "preloaded": preloaded})
+    mods = preload_modules()
+    set_limits(bool(mods))
+    reply({"ready": True, "runner": runner.name, "preload": mods})
+    start_preload(mods)
     while True:
         msg = q.get()
         if msg.get("op") != "exec":

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,18 +55,46 @@ type proc struct {
 	wg      sync.WaitGroup
 	runner  string
 	nextID  int
+
+	// preloaded is closed once the driver finished its background preload
+	// (at once when there is nothing to preload).
+	preloaded   chan struct{}
+	preloadOnce sync.Once
+	onPreloaded func(line []byte) // called once with the "preloaded" message
+}
+
+// preloadDone says whether the background preload has finished.
+func (p *proc) preloadDone() bool {
+	select {
+	case <-p.preloaded:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) markPreloaded(line []byte) {
+	p.preloadOnce.Do(func() {
+		close(p.preloaded)
+		if p.onPreloaded != nil && line != nil {
+			p.onPreloaded(line)
+		}
+	})
 }
 
 // driverConfig is the driver's argv[1].
 type driverConfig struct {
-	MaxFileSize   int64  `json:"max_file_size"`
-	Memory        int64  `json:"memory"`
-	NProc         int    `json:"nproc,omitempty"`
-	Preload       bool   `json:"preload"`
-	MplCache      string `json:"mpl_cache"`
-	MaxValueChars int    `json:"max_value_chars"`
-	NoIPython     bool   `json:"no_ipython,omitempty"`
+	MaxFileSize   int64    `json:"max_file_size"`
+	Memory        int64    `json:"memory"`
+	NProc         int      `json:"nproc,omitempty"`
+	Preload       []string `json:"preload"`
+	MplCache      string   `json:"mpl_cache"`
+	MaxValueChars int      `json:"max_value_chars"`
+	NoIPython     bool     `json:"no_ipython,omitempty"`
 }
+
+// preloadMessage starts the driver's "preloaded" reply.
+var preloadMessage = []byte(`{"preloaded"`)
 
 // startProc starts a driver on dataDir and waits until it is ready.
 func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, error) {
@@ -72,9 +102,12 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	cfg := driverConfig{
 		MaxFileSize:   e.opts.MaxFileSizeBytes,
 		Memory:        e.opts.MemoryLimitBytes,
-		Preload:       !e.opts.noPreload,
+		Preload:       e.opts.Preload,
 		MaxValueChars: 1 << 20,
 		NoIPython:     e.opts.noIPython,
+	}
+	if e.opts.noPreload {
+		cfg.Preload = []string{}
 	}
 	var cg *cgroupSet
 	if e.cg != nil {
@@ -197,6 +230,9 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		msgs:   make(chan []byte, 4),
 		exited: make(chan struct{}),
 		dead:   make(chan struct{}),
+
+		preloaded:   make(chan struct{}),
+		onPreloaded: e.checkPreloaded,
 	}
 	// Keep the start-up chatter of stderr for error messages.
 	startNonce := []byte("\x1eazs-never-" + randHex(8))
@@ -228,12 +264,15 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	select {
 	case line, ok := <-p.msgs:
 		var ready struct {
-			Ready     bool     `json:"ready"`
-			Runner    string   `json:"runner"`
-			Preloaded []string `json:"preloaded"`
+			Ready   bool     `json:"ready"`
+			Runner  string   `json:"runner"`
+			Preload []string `json:"preload"`
 		}
 		if ok && json.Unmarshal(line, &ready) == nil && ready.Ready {
 			p.runner = ready.Runner
+			if len(ready.Preload) == 0 {
+				p.markPreloaded(nil)
+			}
 			return p, nil
 		}
 		p.kill()
@@ -329,11 +368,38 @@ func (p *proc) readReplies() {
 				return
 			}
 		}
+		if bytes.HasPrefix(line, preloadMessage) {
+			// Not an execution's reply: the background preload is done.
+			p.markPreloaded(line)
+			continue
+		}
 		select {
 		case p.msgs <- line:
 		case <-p.dead:
 			return
 		}
+	}
+}
+
+// checkPreloaded logs, once per executor, modules that could not be
+// preloaded.
+func (e *Executor) checkPreloaded(line []byte) {
+	var msg struct {
+		Preloaded []string `json:"preloaded"`
+	}
+	if json.Unmarshal(line, &msg) != nil {
+		return
+	}
+	var missing []string
+	for _, m := range e.opts.Preload {
+		if !slices.Contains(msg.Preloaded, m) {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 && !e.opts.noPreload {
+		e.preloadWarn.Do(func() {
+			e.log.Warn("sandbox: some modules could not be preloaded", "modules", missing)
+		})
 	}
 }
 
