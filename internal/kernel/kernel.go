@@ -83,3 +83,11 @@ type Info struct {
 	// Sandbox names the isolation: "bubblewrap", "none" or "scripted".
 	Sandbox string
 }
+
+// SpaceReporter is implemented by kernels that limit the disk space of their
+// data directory; the handler refuses an upload that would pass the limit.
+type SpaceReporter interface {
+	// DataDirSpace returns the bytes the data directory uses (as du counts
+	// them: allocated blocks) and its limit in bytes (0 = no limit).
+	DataDirSpace() (used, limit int64, err error)
+}
