@@ -473,18 +473,33 @@ func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire
 	if err != nil {
 		return wire.ExecuteResponse{}, false, err
 	}
-	if resp.StatusCode == http.StatusNotFound {
-		runtime.Drain(resp)
-		return wire.ExecuteResponse{}, false, nil
-	}
 	if !runtime.HasStatusCode(resp, http.StatusOK) {
-		return wire.ExecuteResponse{}, false, wrapAuthError(runtime.NewResponseError(resp))
+		err := runtime.NewResponseError(resp)
+		if executionNotFound(err) {
+			return wire.ExecuteResponse{}, false, nil
+		}
+		return wire.ExecuteResponse{}, false, wrapAuthError(err)
 	}
 	var w wire.ExecuteResponse
 	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return wire.ExecuteResponse{}, false, err
 	}
 	return w, true, nil
+}
+
+// executionNotFound reports whether err is the service saying it has no
+// execution of that id: a 404 whose error code is NotFound or names an
+// execution or an operation, or that has no code (the in-container server answers a plain
+// "No execution available for operation Id" string). Any other 404 (a route
+// the pool does not serve, a full pool) proves nothing, so the code is not
+// sent again.
+func executionNotFound(err error) bool {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+		return false
+	}
+	code := strings.ToLower(re.ErrorCode)
+	return code == "" || code == "notfound" || strings.Contains(code, "execution") || strings.Contains(code, "operation")
 }
 
 // pollInterval is how often a running execution is polled.
@@ -627,8 +642,4 @@ func (p *executionPoller) Result(ctx context.Context, out *ExecuteResponse) erro
 	return nil
 }
 
-// compile-time checks
-var (
-	_ runtime.PollingHandler[ExecuteResponse] = (*executionPoller)(nil)
-	_                                         = azcore.ResponseError{}
-)
+var _ runtime.PollingHandler[ExecuteResponse] = (*executionPoller)(nil)

@@ -727,3 +727,52 @@ func TestExecuteConnectionDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestExecuteLookup404Codes: after an ambiguous failure, only a 404 that says
+// the execution is unknown lets Execute send the code again; a 404 for
+// another reason (a route the pool does not serve, a full pool) proves
+// nothing, so the caller gets ErrExecutionOutcomeUnknown after one POST.
+func TestExecuteLookup404Codes(t *testing.T) {
+	for _, tt := range []struct {
+		code   string
+		resend bool
+	}{
+		{"", true},
+		{"NotFound", true},
+		{"ExecutionNotFound", true},
+		{"OperationIdNotFound", true},
+		{"RouteNotFound", false},
+		{"NoSessionsAvailable", false},
+		{"ResourceNotFound", false},
+	} {
+		t.Run("code="+tt.code, func(t *testing.T) {
+			p := setup(t, APIVersion20251002Preview)
+			posts := 0
+			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+				posts++
+				if posts == 1 {
+					writeError(w, http.StatusBadGateway, "Gateway", "lost")
+					return
+				}
+				writeJSON(w, http.StatusOK, newResult("Succeeded", "ok\n", "", `""`))
+			})
+			p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+				if tt.code == "" {
+					w.WriteHeader(http.StatusNotFound)
+					_, _ = w.Write([]byte(`"No execution available for operation Id"`))
+					return
+				}
+				writeError(w, http.StatusNotFound, tt.code, "not here")
+			})
+			resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
+			if tt.resend {
+				require.NoError(t, err)
+				require.Equal(t, "ok\n", resp.Stdout)
+				require.Equal(t, 2, posts)
+				return
+			}
+			require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+			require.Equal(t, 1, posts, "never sent again")
+		})
+	}
+}

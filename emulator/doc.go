@@ -61,7 +61,24 @@
 // execution body is at most 16 MiB, an upload Options.MaxUploadBytes; a body
 // that sends nothing for Options.BodyReadTimeout (default 1 min) fails with
 // 400. timeoutInSeconds and outputStreamsMaxLength are int32: a value out of
-// range is a 400 that names the field.
+// range is a 400 that names the field. When the kernel reports a disk limit
+// of its data directory (kernel.SpaceReporter, as the sandbox does), an
+// upload that would pass it is 413 DataDirFull and leaves nothing behind. A
+// file listing collects at most Options.MaxListEntries entries (default
+// 10,000), 256 directory levels below its directory and 16 MiB of paths;
+// beyond that it is 400 FileListTooLarge (never a silently cut list), and it
+// stops when its client goes away or its session ends.
+//
+// Executions: the operation-id header names an execution within its session
+// (a fresh one is made up when it is missing). The client sends the same
+// operation-id again only with the same code, to retry: the recorded
+// execution answers without running the code again. The same operation-id
+// with other code is 409 OperationIdConflict (the record keeps a SHA-256 of
+// the code, not the code). A session records its last 1,000 executions, and
+// at most Options.MaxRecordedBytes (default 32 MiB) of their results: beyond
+// that the oldest finished records are forgotten (GET executions/{id} is then
+// 404 ExecutionNotFound), while running executions and the most recently
+// finished one are always kept.
 //
 // Errors are {"error":{"code","message","traceId"}} with the code repeated
 // in the x-ms-error-code header. Neither error messages nor logs ever contain

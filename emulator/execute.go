@@ -3,6 +3,7 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,14 @@ const killGrace = 10 * time.Second
 
 // execution is one recorded execution of a session.
 type execution struct {
-	id    string
-	async bool
-	done  chan struct{}
+	id       string
+	async    bool
+	codeHash [sha256.Size]byte // of the code, to tell a reused operation-id with other code
+	done     chan struct{}
+
+	// Guarded by session.execMu.
+	finished bool  // the result is in
+	size     int64 // bytes the record holds, once finished
 
 	mu     sync.Mutex
 	status string // wire.Status* word
@@ -132,9 +138,15 @@ func jsonError(err error, what string) *apiError {
 	return badRequest("%s is not valid JSON", what)
 }
 
+// recordOverhead is what a finished execution record is counted for beyond
+// the bytes of its stdout, stderr and value.
+const recordOverhead = 512
+
 // execute serves POST code/execute and POST executions. The operation-id
 // header names the execution; a name the session already knows answers the
-// recorded execution without running the code again.
+// recorded execution without running the code again when the code is the
+// same (a client retries an execution with its operation-id and its code),
+// and 409 OperationIdConflict when the code differs.
 func (h *Handler) execute(c *call) *apiError {
 	ep, aerr := h.parseExecute(c)
 	if aerr != nil {
@@ -145,8 +157,13 @@ func (h *Handler) execute(c *call) *apiError {
 		id = newUUID()
 	}
 	s := c.sess
+	hash := sha256.Sum256([]byte(ep.code))
 	s.execMu.Lock()
 	e, known := s.execs[id]
+	if known && e.codeHash != hash {
+		s.execMu.Unlock()
+		return errorf(http.StatusConflict, CodeOperationIDConflict, "the operation-id names an execution of other code; use a new operation-id for new code")
+	}
 	if !known {
 		// One execution runs, MaxQueuedExecutions may wait behind it.
 		if s.pending > h.opt.MaxQueuedExecutions {
@@ -155,8 +172,8 @@ func (h *Handler) execute(c *call) *apiError {
 			return errorf(http.StatusTooManyRequests, CodeTooManyRequests, "the session already has %d executions waiting; retry after the running ones end", h.opt.MaxQueuedExecutions)
 		}
 		s.pending++
-		e = &execution{id: id, async: ep.async, done: make(chan struct{}), status: wire.StatusRunning}
-		s.recordLocked(e)
+		e = &execution{id: id, async: ep.async, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
+		s.recordLocked(e, h.opt.MaxRecordedBytes)
 	}
 	s.execMu.Unlock()
 	if !known {
@@ -192,6 +209,10 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax 
 		e.mu.Lock()
 		e.status, e.res, e.kerr = status, res, kerr
 		e.mu.Unlock()
+		size := int64(len(res.Stdout)+len(res.Stderr)+len(res.Value)) + recordOverhead
+		s.execMu.Lock()
+		s.finishedLocked(e, size, h.opt.MaxRecordedBytes)
+		s.execMu.Unlock()
 	}
 	select {
 	case s.queue <- struct{}{}:

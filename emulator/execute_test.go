@@ -215,10 +215,15 @@ func TestExecuteIdempotentOperationID(t *testing.T) {
 			ident := "sess-idem-" + strings.ReplaceAll(v, "-", "")
 			hdr := map[string]string{"operation-id": "fixed-op"}
 			first := e.exec(v, ident, "set:n=1\nprint:ran", hdr)
-			second := e.exec(v, ident, "print:ran again", hdr)
+			second := e.exec(v, ident, "set:n=1\nprint:ran", hdr)
 			require.Equal(t, first.status, second.status)
 			require.Equal(t, first.json(t), second.json(t))
 			require.Equal(t, int64(1), e.h.Stats().ByIdentifier[ident])
+			// The same operation-id with other code is a conflict, not the record.
+			requireError(t, e.exec(v, ident, "print:ran again", hdr), http.StatusConflict, emulator.CodeOperationIDConflict)
+			require.Equal(t, int64(1), e.h.Stats().ByIdentifier[ident])
+			// The record still answers the original code.
+			require.Equal(t, first.json(t), e.exec(v, ident, "set:n=1\nprint:ran", hdr).json(t))
 			// Another session with the same operation-id runs its own.
 			e.exec(v, ident+"-2", "print:x", hdr)
 			require.Equal(t, int64(1), e.h.Stats().ByIdentifier[ident+"-2"])

@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/azsessions/azsessions/internal/kernel"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -126,54 +127,174 @@ type entry struct {
 	fi  fs.FileInfo
 }
 
-// walk lists dir (relative to the root). Symlinks are followed only when
-// they stay inside the root, and never recursed into; upload temporaries,
-// special files and names that are not listable (see listableName) are left
-// out.
-func walk(root *os.Root, dir string, recursive, filesOnly bool) ([]entry, error) {
-	f, err := openDir(root, dir)
-	if err != nil {
-		return nil, err
+// maxListDepth bounds how deep a recursive listing descends below its
+// directory; a deeper tree is refused with 400 FileListTooLarge.
+const maxListDepth = 256
+
+// maxListPathBytes bounds the sum of the lengths of the paths a listing
+// collects (deep trees of long names); beyond it the answer is 400
+// FileListTooLarge.
+const maxListPathBytes = 16 << 20
+
+// readDirBatch is how many directory entries a listing reads at a time
+// between checks of the request's context.
+const readDirBatch = 512
+
+// errListTooLarge is the answer to a listing over one of its bounds.
+func errListTooLarge(maxEntries int) *apiError {
+	return errorf(http.StatusBadRequest, CodeFileListTooLarge, "the listing is over its limits (%d entries, %d directory levels, %d bytes of paths); list a subdirectory without recursive instead", maxEntries, maxListDepth, maxListPathBytes)
+}
+
+// walker lists a directory tree with one directory handle per level: each
+// directory is opened relative to its parent's handle and each entry is
+// stat'ed relative to its directory, so the cost is linear in the size of
+// the tree, whatever its depth. It stops at the bounds and when done
+// reports an error (the client is gone or the session ended).
+type walker struct {
+	top        *os.Root // the data directory
+	done       func() error
+	recursive  bool
+	filesOnly  bool
+	maxEntries int
+
+	out       []entry
+	seen      int // entries listed and directories entered
+	pathBytes int
+	tooLarge  bool
+}
+
+var errWalkLimit = errors.New("listing limit")
+
+// count charges one entry of path rel against the bounds.
+func (w *walker) count(rel string) error {
+	w.seen++
+	w.pathBytes += len(rel)
+	if w.seen > w.maxEntries || w.pathBytes > maxListPathBytes {
+		w.tooLarge = true
+		return errWalkLimit
 	}
-	des, err := f.ReadDir(-1)
-	f.Close()
+	return nil
+}
+
+// walk lists dir (relative to the root) into w.out, unsorted. Symlinks are
+// followed only when they stay inside the root, and never recursed into;
+// upload temporaries, special files and names that are not listable (see
+// listableName) are left out.
+func (w *walker) walk(dir string) error {
+	// "dir/." opens dir as an intermediate component, with O_DIRECTORY: a
+	// FIFO put in its place cannot block the open.
+	r, err := w.top.OpenRoot(orDot(dir) + "/.")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []entry
-	for _, de := range des {
-		if strings.HasPrefix(de.Name(), uploadPrefix) || !listableName(de.Name()) {
-			continue
-		}
-		rel := path.Join(dir, de.Name())
-		var fi fs.FileInfo
-		link := de.Type()&fs.ModeSymlink != 0
-		if link {
-			fi, err = root.Stat(rel) // fails for links leading out of the root
-		} else {
-			fi, err = de.Info()
-		}
-		if err != nil {
-			continue
-		}
-		switch {
-		case fi.IsDir():
-			if !filesOnly {
-				out = append(out, entry{rel, fi})
+	defer r.Close()
+	return w.walkDir(r, dir, 0)
+}
+
+func (w *walker) walkDir(r *os.Root, dir string, depth int) error {
+	if err := w.done(); err != nil {
+		return err
+	}
+	f, err := openDir(r, "")
+	if err != nil {
+		return err
+	}
+	var subdirs []string
+	for {
+		des, rerr := f.ReadDir(readDirBatch)
+		for _, de := range des {
+			name := de.Name()
+			if strings.HasPrefix(name, uploadPrefix) || !listableName(name) {
+				continue
 			}
-			if recursive && !link {
-				sub, err := walk(root, rel, recursive, filesOnly)
-				if err != nil {
-					return nil, err
+			rel := path.Join(dir, name)
+			var fi fs.FileInfo
+			link := de.Type()&fs.ModeSymlink != 0
+			if link {
+				fi, err = w.top.Stat(rel) // fails for links leading out of the root
+			} else {
+				fi, err = r.Lstat(name) // relative to the directory's handle
+			}
+			if err != nil {
+				continue
+			}
+			switch {
+			case fi.IsDir():
+				if !w.filesOnly {
+					if err := w.count(rel); err != nil {
+						f.Close()
+						return err
+					}
+					w.out = append(w.out, entry{rel, fi})
 				}
-				out = append(out, sub...)
+				if w.recursive && !link && fi.Mode().Type() == fs.ModeDir {
+					if w.filesOnly { // a directory to enter counts as an entry
+						if err := w.count(rel); err != nil {
+							f.Close()
+							return err
+						}
+					}
+					subdirs = append(subdirs, name)
+				}
+			case fi.Mode().IsRegular():
+				if err := w.count(rel); err != nil {
+					f.Close()
+					return err
+				}
+				w.out = append(w.out, entry{rel, fi})
 			}
-		case fi.Mode().IsRegular():
-			out = append(out, entry{rel, fi})
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			f.Close()
+			return rerr
+		}
+		if err := w.done(); err != nil {
+			f.Close()
+			return err
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].rel < out[j].rel })
-	return out, nil
+	f.Close()
+	if len(subdirs) > 0 && depth >= maxListDepth {
+		w.tooLarge = true
+		return errWalkLimit
+	}
+	for _, name := range subdirs {
+		rel := path.Join(dir, name)
+		sub, err := r.OpenRoot(name + "/.")
+		if err != nil {
+			continue // gone or replaced since it was read
+		}
+		err = w.walkDir(sub, rel, depth+1)
+		sub.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list lists dir for c: it answers 400 FileListTooLarge over the bounds and
+// stops when the client goes away or the session ends.
+func (h *Handler) list(c *call, root *os.Root, dir string, recursive, filesOnly bool) ([]entry, *apiError) {
+	reqCtx, sessCtx := c.r.Context(), c.sess.ctx
+	w := &walker{top: root, recursive: recursive, filesOnly: filesOnly, maxEntries: h.opt.MaxListEntries,
+		done: func() error {
+			if err := reqCtx.Err(); err != nil {
+				return err
+			}
+			return sessCtx.Err()
+		}}
+	if err := w.walk(dir); err != nil {
+		if w.tooLarge {
+			return nil, errListTooLarge(h.opt.MaxListEntries)
+		}
+		return nil, fsError(err)
+	}
+	sort.Slice(w.out, func(i, j int) bool { return w.out[i].rel < w.out[j].rel })
+	return w.out, nil
 }
 
 // openDir opens a directory of the data directory. O_DIRECTORY makes it fail
@@ -301,17 +422,32 @@ func (h *Handler) upload(c *call) *apiError {
 	if err := root.MkdirAll(orDot(parent), 0o755); err != nil {
 		return cannotStore
 	}
+	quota, aerr := h.uploadQuota(c, root, rel)
+	if aerr != nil {
+		return aerr
+	}
+	if quota != nil {
+		defer quota.release()
+	}
 	tmp := path.Join(parent, uploadPrefix+newUUID())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return cannotStore
 	}
-	n, err := io.Copy(f, io.LimitReader(part, limit+1))
+	var dst io.Writer = f
+	if quota != nil {
+		quota.w = f
+		dst = quota
+	}
+	n, err := io.Copy(dst, io.LimitReader(part, limit+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	var mbe *http.MaxBytesError
 	switch {
+	case errors.Is(err, errDataDirFull):
+		_ = root.Remove(tmp)
+		return quota.full()
 	case n > limit || errors.As(err, &mbe):
 		_ = root.Remove(tmp)
 		return tooLarge
@@ -338,6 +474,89 @@ func (h *Handler) upload(c *call) *apiError {
 	return nil
 }
 
+// errDataDirFull stops an upload that would pass the data directory's limit.
+var errDataDirFull = errors.New("the data directory is full")
+
+// uploadQuota is the room an upload has in a data directory with a disk
+// limit (a kernel that implements kernel.SpaceReporter). The bytes an upload
+// writes are reserved in its session while it runs, so that concurrent
+// uploads of one session cannot pass the limit together.
+type uploadQuota struct {
+	w       io.Writer
+	s       *session
+	room    int64 // limit - used + what the replaced file frees
+	limit   int64
+	written int64
+}
+
+// uploadQuota measures the room of an upload to rel, or returns nil when the
+// kernel reports no limit. An upload whose Content-Length is already over
+// the room is refused at once.
+func (h *Handler) uploadQuota(c *call, root *os.Root, rel string) (*uploadQuota, *apiError) {
+	sr, ok := c.sess.kernel.(kernel.SpaceReporter)
+	if !ok {
+		return nil, nil
+	}
+	used, limit, err := sr.DataDirSpace()
+	if err != nil {
+		h.log.Error("measuring the data directory failed", "err", err)
+		return nil, internal("measuring the session's data directory failed")
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	q := &uploadQuota{s: c.sess, room: limit - used + replacedBytes(root, rel), limit: limit}
+	q.s.upMu.Lock()
+	reserved := q.s.upReserved
+	q.s.upMu.Unlock()
+	if c.r.ContentLength > q.room-reserved+multipartSlack {
+		return nil, q.full()
+	}
+	return q, nil
+}
+
+// replacedBytes is what replacing rel frees: the blocks of the regular file
+// there, unless another hard link keeps them.
+func replacedBytes(root *os.Root, rel string) int64 {
+	fi, err := root.Lstat(rel)
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if st.Nlink > 1 {
+			return 0
+		}
+		return int64(st.Blocks) * 512
+	}
+	return fi.Size()
+}
+
+func (q *uploadQuota) Write(p []byte) (int, error) {
+	n := int64(len(p))
+	q.s.upMu.Lock()
+	if q.s.upReserved+n > q.room {
+		q.s.upMu.Unlock()
+		return 0, errDataDirFull
+	}
+	q.s.upReserved += n
+	q.written += n
+	q.s.upMu.Unlock()
+	return q.w.Write(p)
+}
+
+// release returns the bytes the upload reserved (the file is then counted
+// by the kernel's report, or removed).
+func (q *uploadQuota) release() {
+	q.s.upMu.Lock()
+	q.s.upReserved -= q.written
+	q.written = 0
+	q.s.upMu.Unlock()
+}
+
+func (q *uploadQuota) full() *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, CodeDataDirFull, "the file does not fit in the session's data directory (limit %d bytes)", q.limit)
+}
+
 // listFiles serves GET files: on the legacy contract every file, recursively,
 // named by its path; on the new one the entries of the path directory
 // (recursively with recursive=true on 2025-10-02-preview, with directory
@@ -349,9 +568,9 @@ func (h *Handler) listFiles(c *call) *apiError {
 	}
 	defer root.Close()
 	if c.feat.Legacy {
-		entries, err := walk(root, "", true, true)
-		if err != nil {
-			return fsError(err)
+		entries, aerr := h.list(c, root, "", true, true)
+		if aerr != nil {
+			return aerr
 		}
 		writeJSON(c.w, http.StatusOK, legacyList(entries))
 		return nil
@@ -364,9 +583,9 @@ func (h *Handler) listFiles(c *call) *apiError {
 	if c.feat.Recursive {
 		recursive, _ = strconv.ParseBool(c.r.URL.Query().Get("recursive"))
 	}
-	entries, err := walk(root, dir, recursive, false)
-	if err != nil {
-		return fsError(err)
+	entries, aerr := h.list(c, root, dir, recursive, false)
+	if aerr != nil {
+		return aerr
 	}
 	list := wire.FileList{Value: make([]wire.File, 0, len(entries))}
 	for _, e := range entries {

@@ -33,6 +33,11 @@ const (
 	// DefaultMaxQueuedExecutions is how many executions may wait behind the
 	// running one of a session.
 	DefaultMaxQueuedExecutions = 32
+	// DefaultMaxRecordedBytes bounds the recorded execution results of a
+	// session, in bytes.
+	DefaultMaxRecordedBytes = 32 << 20
+	// DefaultMaxListEntries bounds the entries of one file listing.
+	DefaultMaxListEntries = 10000
 	// DefaultBodyReadTimeout is how long a request body may send nothing.
 	DefaultBodyReadTimeout = time.Minute
 	// MaxOutputMaxLength is the largest output cap, in characters: a request's
@@ -60,6 +65,18 @@ const (
 	CodeInvalidAPIVersion = "InvalidApiVersion"
 	// CodePayloadTooLarge (413): the upload is over MaxUploadBytes.
 	CodePayloadTooLarge = "PayloadTooLarge"
+	// CodeOperationIDConflict (409): an execution request reuses the
+	// operation-id of a recorded execution with different code.
+	CodeOperationIDConflict = "OperationIdConflict"
+	// CodeFileListTooLarge (400): a file listing is over its bounds
+	// (Options.MaxListEntries entries, 256 directory levels below the listed
+	// directory, 16 MiB of paths).
+	CodeFileListTooLarge = "FileListTooLarge"
+	// CodeDataDirFull (413): an upload would pass the disk limit of the
+	// session's data directory (kernels that implement
+	// kernel.SpaceReporter, such as the sandbox's). Nothing of the file is
+	// left; a file it would replace counts as freed.
+	CodeDataDirFull = "DataDirFull"
 	// CodeTooManyRequests (429, with Retry-After): the session already has
 	// MaxQueuedExecutions executions waiting.
 	CodeTooManyRequests = "TooManyRequests"
@@ -83,7 +100,9 @@ type Options struct {
 	// for min(timeoutInSeconds, MaxExecutionTime); timeoutInSeconds 0 means 220 s.
 	MaxExecutionTime time.Duration
 	// MaxUploadBytes is the largest file an upload may carry (default 128 MiB);
-	// above it the answer is 413.
+	// above it the answer is 413. When the session's kernel reports a disk
+	// limit (kernel.SpaceReporter), an upload that would pass it is refused
+	// with 413 DataDirFull too (a file it replaces counts as freed).
 	MaxUploadBytes int64
 	// OutputMaxLength caps stdout and stderr, each, in characters (default
 	// 4096, at most MaxOutputMaxLength). 2025-10-02-preview requests may set
@@ -93,8 +112,27 @@ type Options struct {
 	// behind the running one (default 32); one more is answered 429
 	// TooManyRequests with Retry-After: 1, without running it. Each waiting
 	// execution holds its code (up to 16 MiB); finished ones keep only their
-	// results (the last 1,000 per session).
+	// results (see MaxRecordedBytes).
 	MaxQueuedExecutions int
+	// MaxRecordedBytes bounds the memory of the execution records of one
+	// session (default 32 MiB): the results (stdout, stderr, value, plus a
+	// fixed 512 bytes each) of finished executions that GET executions/{id}
+	// and a retried operation-id answer. A session records at most the last
+	// 1,000 executions and, beyond this many bytes, forgets its oldest
+	// finished executions first (GET executions/{id} then answers 404
+	// ExecutionNotFound). Running executions and the most recently finished
+	// one are always kept, even when that one alone is over the bound, so
+	// the pool holds at most about MaxSessions × (MaxRecordedBytes + one
+	// record of up to 8 MiB of output plus its value).
+	MaxRecordedBytes int64
+	// MaxListEntries bounds one GET files (default 10,000): the entries a
+	// listing collects (on the legacy contract, which lists files only, the
+	// directories it enters count too). A listing over it, deeper than 256
+	// levels below its directory or with more than 16 MiB of paths is
+	// refused with 400 FileListTooLarge rather than cut short silently; list
+	// a subdirectory, or without recursive=true, instead. A listing stops
+	// when its client goes away or its session ends.
+	MaxListEntries int
 	// BodyReadTimeout is how long the body of an upload or an execution may
 	// go without sending a byte (default 1 min): the deadline slides as bytes
 	// arrive, so slow but steady uploads of any size pass, while a client
@@ -149,7 +187,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.Executor == nil {
 		return nil, errors.New("emulator: Options.Executor is required")
 	}
-	if opt.Cooldown < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 {
+	if opt.Cooldown < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
 		return nil, errors.New("emulator: negative limit in Options")
 	}
 	if opt.OutputMaxLength > MaxOutputMaxLength {
@@ -157,6 +195,12 @@ func NewHandler(opt Options) (*Handler, error) {
 	}
 	if opt.MaxQueuedExecutions == 0 {
 		opt.MaxQueuedExecutions = DefaultMaxQueuedExecutions
+	}
+	if opt.MaxListEntries == 0 {
+		opt.MaxListEntries = DefaultMaxListEntries
+	}
+	if opt.MaxRecordedBytes == 0 {
+		opt.MaxRecordedBytes = DefaultMaxRecordedBytes
 	}
 	if opt.BodyReadTimeout == 0 {
 		opt.BodyReadTimeout = DefaultBodyReadTimeout

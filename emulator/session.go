@@ -31,32 +31,69 @@ type session struct {
 	cancel context.CancelFunc
 	queue  chan struct{} // one execution at a time
 
-	execMu    sync.Mutex
-	execs     map[string]*execution
-	execOrder []string // ids oldest first, to forget the oldest beyond maxRecordedExecutions
-	pending   int      // executions queued or running (their code is held until they end)
+	execMu       sync.Mutex
+	execs        map[string]*execution
+	execOrder    []string   // ids oldest first, to forget the oldest beyond the bounds
+	recBytes     int64      // bytes of the results of the recorded finished executions
+	lastFinished *execution // the most recently finished execution, never forgotten
+	pending      int        // executions queued or running (their code is held until they end)
+
+	upMu       sync.Mutex
+	upReserved int64 // bytes written by uploads in progress (see uploadQuota)
 }
 
 // maxRecordedExecutions bounds the executions a session remembers for GET
 // executions/{id} and operation-id idempotency; the oldest finished ones go
-// first. A record holds the result only, never the code.
+// first. A record holds the result and a hash of the code, never the code.
 const maxRecordedExecutions = 1000
 
-// recordLocked remembers e, forgetting the oldest finished executions beyond
-// maxRecordedExecutions. session.execMu must be held.
-func (s *session) recordLocked(e *execution) {
+// recordLocked remembers e, a new (running) execution, and forgets old ones
+// beyond the bounds (see trimLocked). session.execMu must be held.
+func (s *session) recordLocked(e *execution, maxBytes int64) {
 	s.execs[e.id] = e
 	s.execOrder = append(s.execOrder, e.id)
-	for i := 0; len(s.execs) > maxRecordedExecutions && i < len(s.execOrder); {
-		old := s.execs[s.execOrder[i]]
-		select {
-		case <-old.done:
-			delete(s.execs, old.id)
-			s.execOrder = append(s.execOrder[:i], s.execOrder[i+1:]...)
-		default:
-			i++
-		}
+	s.trimLocked(maxBytes)
+}
+
+// finishedLocked accounts the stored size of e, which has just finished
+// (its result is set), and forgets old records beyond the bounds.
+// session.execMu must be held.
+func (s *session) finishedLocked(e *execution, size, maxBytes int64) {
+	e.finished, e.size = true, size
+	s.lastFinished = e
+	if s.execs[e.id] == e {
+		s.recBytes += size
 	}
+	s.trimLocked(maxBytes)
+}
+
+// trimLocked forgets the oldest finished executions while the session
+// records more than maxRecordedExecutions executions or more than maxBytes
+// bytes of results. Running executions (whose results are not in yet) and
+// the most recently finished one are always kept, so a record over the bound
+// alone still answers until the next execution finishes. session.execMu
+// must be held.
+func (s *session) trimLocked(maxBytes int64) {
+	over := func() bool { return len(s.execs) > maxRecordedExecutions || s.recBytes > maxBytes }
+	if !over() {
+		return
+	}
+	kept := s.execOrder[:0]
+	for i, id := range s.execOrder {
+		e := s.execs[id]
+		if over() && e.finished && e != s.lastFinished {
+			delete(s.execs, id)
+			s.recBytes -= e.size
+			continue
+		}
+		if !over() {
+			kept = append(kept, s.execOrder[i:]...)
+			break
+		}
+		kept = append(kept, id)
+	}
+	clear(s.execOrder[len(kept):])
+	s.execOrder = kept
 }
 
 func (s *session) expireAt(cooldown time.Duration) time.Time { return s.lastAccess.Add(cooldown) }

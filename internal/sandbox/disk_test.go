@@ -77,6 +77,12 @@ func TestDataDirEntryLimit(t *testing.T) {
 	res := run(t, k, "import os\nfor i in range(1500):\n    os.mkdir(f'/mnt/data/d{i}')")
 	require.Equal(t, kernel.Failed, res.Status)
 	require.Contains(t, res.Stderr, "files and directories, over the limit of 1000")
+	// Over the limit, no cell runs until files are deleted (files API).
+	res = run(t, k, "print('ran')")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.NotContains(t, res.Stdout, "ran")
+	require.Contains(t, res.Stderr, "the code was not run")
+	cleanDataDir(t, k)
 	// Slowly: the watcher stops the kernel.
 	res = runT(t, k, "import os, time\nfor i in range(3000):\n    os.mkdir(f'/mnt/data/e{i}')\n    time.sleep(0.001)", 60*time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
@@ -86,7 +92,7 @@ func TestDataDirEntryLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, u.entries, int64(1500+3000), "the kernel was not stopped")
 	// Deleting makes room again.
-	requireOK(t, k, "import shutil, os\nfor n in os.listdir('/mnt/data'):\n    shutil.rmtree('/mnt/data/' + n)")
+	cleanDataDir(t, k)
 	requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -136,4 +138,74 @@ func walkUsage(r *os.Root, depth int, maxEntries int64, u *usage) error {
 		}
 	}
 	return nil
+}
+
+// fileID identifies an inode.
+type fileID struct{ dev, ino uint64 }
+
+// unlinkedBytes sums the blocks of the regular files that the processes pids
+// hold open but that have no name any more (unlinked while open, or created
+// with O_TMPFILE) and live on the device dev (the data directory's file
+// system): du does not see them, yet they take disk space until closed. Each
+// inode counts once. Processes that end meanwhile, and descriptors closed
+// meanwhile, are skipped; so are processes whose descriptors cannot be read
+// (that is an error only for the first, the sandbox's root process, which the
+// emulator can always read: a failure there is reported so that the callers
+// fail closed).
+func unlinkedBytes(pids []int, dev uint64) (int64, error) {
+	seen := map[fileID]bool{}
+	var total int64
+	for i, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			if i == 0 && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {
+				return total, err
+			}
+			continue
+		}
+		for _, ent := range ents {
+			fi, err := os.Stat(dir + "/" + ent.Name()) // follows the descriptor to its inode
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok || st.Nlink != 0 || uint64(st.Dev) != dev {
+				continue
+			}
+			id := fileID{uint64(st.Dev), uint64(st.Ino)}
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			total += st.Blocks * 512
+		}
+	}
+	return total, nil
+}
+
+// processTree lists root and its descendants, from /proc/<pid>/task/*/children
+// (used when the sandbox has no cgroup to list them).
+func processTree(root int) []int {
+	out := []int{root}
+	seen := map[int]bool{root: true}
+	for i := 0; i < len(out) && len(out) < 1<<16; i++ {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(out[i]) + "/task")
+		if err != nil {
+			continue
+		}
+		for _, task := range tasks {
+			data, err := os.ReadFile("/proc/" + strconv.Itoa(out[i]) + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+					seen[pid] = true
+					out = append(out, pid)
+				}
+			}
+		}
+	}
+	return out
 }

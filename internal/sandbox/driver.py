@@ -48,10 +48,29 @@ for _fd in (CMD_FD, RES_FD):
 # 3-4 the protocol.
 try:
     import resource as _resource
-
+except ImportError:
+    _resource = None
+try:
     os.closerange(RES_FD + 1, min(_resource.getrlimit(_resource.RLIMIT_NOFILE)[0], 1 << 16))
-except (ImportError, OSError, ValueError):
+except (AttributeError, OSError, ValueError):
     os.closerange(RES_FD + 1, 1024)
+
+# What the driver calls after user code may have run (the background preload
+# runs beside the first cells), bound before any user code: a cell may replace
+# module attributes (resource.setrlimit with a no-op would keep RLIMIT_AS at
+# its loose preload value), not these names.
+_getrlimit = getattr(_resource, "getrlimit", None)
+_setrlimit = getattr(_resource, "setrlimit", None)
+_RLIM_INFINITY = getattr(_resource, "RLIM_INFINITY", -1)
+_RLIMIT_AS = getattr(_resource, "RLIMIT_AS", None)
+_RLIMIT_FSIZE = getattr(_resource, "RLIMIT_FSIZE", None)
+_RLIMIT_NPROC = getattr(_resource, "RLIMIT_NPROC", None)
+_os_open, _os_read, _os_close, _O_RDONLY = os.open, os.read, os.close, os.O_RDONLY
+_pthread_sigmask, _SIG_BLOCK = signal.pthread_sigmask, signal.SIG_BLOCK
+_SIGALRM, _SIGINT = signal.SIGALRM, signal.SIGINT
+_monotonic = time.monotonic
+_json_dumps = json.dumps
+_import = builtins.__import__
 # Writes past RLIMIT_FSIZE raise OSError(EFBIG) instead of killing the process
 # (the ignored disposition is inherited by subprocesses too).
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -61,7 +80,7 @@ _res_lock = threading.Lock()
 
 
 def reply(obj):
-    data = (json.dumps(obj, allow_nan=False) + "\n").encode()
+    data = (_json_dumps(obj, allow_nan=False) + "\n").encode()
     with _res_lock:
         view = memoryview(data)
         while view:
@@ -73,23 +92,31 @@ def reply(obj):
 
 
 def _vm_size():
+    # os.open/os.read bound at start: builtins.open may have been replaced.
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
+        fd = _os_open("/proc/self/status", _O_RDONLY)
+        try:
+            data = b""
+            while True:
+                chunk = _os_read(fd, 65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            _os_close(fd)
+        for line in data.split(b"\n"):
+            if line.startswith(b"VmSize:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
         pass
     return 0
 
 
 def _lower(res, value):
-    import resource
-
-    soft, hard = resource.getrlimit(res)
-    if hard != resource.RLIM_INFINITY and value > hard:
+    soft, hard = _getrlimit(res)
+    if hard != _RLIM_INFINITY and value > hard:
         value = hard
-    resource.setrlimit(res, (value, value))
+    _setrlimit(res, (value, value))
 
 
 # Address space the background preload may map on top of the runtime before
@@ -99,17 +126,15 @@ PRELOAD_RESERVE = 1 << 30
 
 
 def set_limits(preloading):
-    import resource
-
     if CFG.get("max_file_size", 0) > 0:
-        _lower(resource.RLIMIT_FSIZE, int(CFG["max_file_size"]))
+        _lower(_RLIMIT_FSIZE, int(CFG["max_file_size"]))
     if CFG.get("nproc", 0) > 0:
-        _lower(resource.RLIMIT_NPROC, int(CFG["nproc"]))
+        _lower(_RLIMIT_NPROC, int(CFG["nproc"]))
     if CFG.get("memory", 0) > 0:
         # The runtime (interpreter, thread stacks) is already mapped: user
         # code may allocate "memory" bytes on top of it, and of the preloaded
         # libraries once they are (see tighten_as_limit).
-        _lower(resource.RLIMIT_AS, _vm_size() + int(CFG["memory"]) + (PRELOAD_RESERVE if preloading else 0))
+        _lower(_RLIMIT_AS, _vm_size() + int(CFG["memory"]) + (PRELOAD_RESERVE if preloading else 0))
 
 
 def tighten_as_limit():
@@ -117,13 +142,11 @@ def tighten_as_limit():
     libraries. The limit only goes down (a cell that ran meanwhile may have
     mapped more, which then counts as runtime: at most PRELOAD_RESERVE)."""
     if CFG.get("memory", 0) > 0:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft, hard = _getrlimit(_RLIMIT_AS)
         want = _vm_size() + int(CFG["memory"])
-        if hard == resource.RLIM_INFINITY or want < hard:
+        if hard == _RLIM_INFINITY or want < hard:
             try:
-                resource.setrlimit(resource.RLIMIT_AS, (want, want))
+                _setrlimit(_RLIMIT_AS, (want, want))
             except (OSError, ValueError):
                 pass
 
@@ -153,12 +176,12 @@ def preload_modules():
 
 def _preload(mods):
     # Timer and interrupt signals are for the main thread, which runs cells.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT})
-    start = time.monotonic()
+    _pthread_sigmask(_SIG_BLOCK, {_SIGALRM, _SIGINT})
+    start = _monotonic()
     done = []
     for mod in mods:
         try:
-            __import__(mod)
+            _import(mod)
             done.append(mod)
             # A cell waiting for this import must find plt.show patched.
             patch_pyplot()
@@ -168,7 +191,7 @@ def _preload(mods):
         tighten_as_limit()
     except BaseException:  # noqa
         pass
-    reply({"preloaded": done, "preload_ms": (time.monotonic() - start) * 1000.0})
+    reply({"preloaded": done, "preload_ms": (_monotonic() - start) * 1000.0})
 
 
 def start_preload(mods):

@@ -158,7 +158,12 @@ func TestDataDirQuota(t *testing.T) {
 	res := run(t, k, "for i in range(9):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * (5 << 20))")
 	require.Equal(t, kernel.Failed, res.Status)
 	require.Contains(t, res.Stderr, "over the limit")
-	requireOK(t, k, clean)
+	// Over the limit, cells do not run (not even one that deletes): files
+	// are deleted with the files API.
+	res = run(t, k, clean)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "the code was not run")
+	cleanDataDir(t, k)
 	// Files of 5 MB, slowly, past the 40 MB limit: the kernel is stopped.
 	code := "import time\nfor i in range(20):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * (5 << 20))\n    time.sleep(0.2)"
 	res = runT(t, k, code, 60*time.Second)
@@ -173,6 +178,7 @@ func TestDataDirQuota(t *testing.T) {
 	require.Less(t, size, int64(testDataDir+6*(5<<20)))
 	require.Less(t, size, int64(20*(5<<20)), "the kernel was not stopped")
 	// Deleting files makes room again.
+	cleanDataDir(t, k)
 	requireOK(t, k, clean)
 	requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
 }

@@ -476,12 +476,115 @@ type Kernel struct {
 
 	mu sync.Mutex // serializes Execute and Close
 
-	pmu    sync.Mutex // guards p and closed
-	p      *proc
-	closed bool
+	pmu     sync.Mutex // guards p, closed and stopped
+	p       *proc
+	closed  bool
+	stopped string // why the watcher killed p ("" when it did not)
+
+	stopWatch chan struct{} // closed by Close: the watcher returns
+	watchWG   sync.WaitGroup
 }
 
-var _ kernel.Kernel = (*Kernel)(nil)
+var (
+	_ kernel.Kernel        = (*Kernel)(nil)
+	_ kernel.SpaceReporter = (*Kernel)(nil)
+)
+
+// Intervals of the data directory watcher: while a cell runs (Execute) and
+// while the kernel is idle (its watcher goroutine; threads and processes a
+// cell started keep running between cells).
+const (
+	watchCellInterval = 300 * time.Millisecond
+	watchIdleInterval = time.Second
+)
+
+// startWatch starts the watcher that stops the kernel when its data directory
+// passes the limits between cells. Close stops it.
+func (k *Kernel) startWatch() {
+	k.stopWatch = make(chan struct{})
+	k.watchWG.Add(1)
+	go k.watch()
+}
+
+// watch measures the data directory every watchIdleInterval while no cell
+// runs (Execute watches during a cell) and kills the kernel's processes when
+// it is over the limits: what a cell left running in the background cannot
+// fill the disk. The kernel is restarted by the next Execute (files kept),
+// whose Result says why. A dead kernel is not measured (nothing of it writes).
+func (k *Kernel) watch() {
+	defer k.watchWG.Done()
+	t := time.NewTicker(watchIdleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stopWatch:
+			return
+		case <-t.C:
+		}
+		if !k.mu.TryLock() {
+			continue // a cell runs (Execute watches it) or Close runs
+		}
+		p, err := k.current()
+		if err == nil && p != nil && p.alive() {
+			if over := k.overLimit(p); over != "" {
+				p.kill()
+				k.pmu.Lock()
+				k.stopped = over
+				k.pmu.Unlock()
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// DataDirSpace implements kernel.SpaceReporter: the bytes the data directory
+// uses as the limit counts them (du's allocated blocks plus files the kernel
+// holds open after deleting them) and MaxDataDirBytes.
+func (k *Kernel) DataDirSpace() (used, limit int64, err error) {
+	p, err := k.current()
+	if err != nil {
+		return 0, 0, err
+	}
+	u, err := k.measure(p, 0)
+	if err != nil {
+		return 0, k.e.opts.MaxDataDirBytes, fmt.Errorf("sandbox: measuring the data directory: %s", usageError(err))
+	}
+	return u.bytes, k.e.opts.MaxDataDirBytes, nil
+}
+
+// measure is the usage of the data directory as the limits count it: du of
+// the tree (see diskUsage; maxEntries as there) plus the blocks of files that
+// p's processes hold open without a name on the data directory's file system
+// (unlinked while open, or O_TMPFILE), which du cannot see.
+func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
+	u, err := diskUsage(k.dataDir, maxEntries)
+	if err != nil || p == nil || !p.alive() || p.cmd.Process == nil {
+		return u, err
+	}
+	fi, err := os.Stat(k.dataDir)
+	if err != nil {
+		return u, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return u, nil
+	}
+	root := p.cmd.Process.Pid
+	var pids []int
+	if p.cg != nil {
+		pids = []int{root}
+		for _, pid := range p.cg.pids() {
+			if pid != root {
+				pids = append(pids, pid)
+			}
+		}
+	} else {
+		pids = processTree(root)
+	}
+	n, err := unlinkedBytes(pids, uint64(st.Dev))
+	u.bytes += n
+	return u, err
+}
 
 // DataDir is the host directory that the kernel sees as /mnt/data.
 func (k *Kernel) DataDir() string { return k.dataDir }
@@ -554,7 +657,9 @@ var emptyValue = json.RawMessage(`""`)
 // stop within a grace period after its timeout or a cancellation, or its data
 // directory grows past MaxDataDirBytes, it is killed and restarted on the same
 // data directory (Restarted=true). A kernel that died is restarted on the next
-// Execute, whose Result has Restarted=true. The error is non-nil only when no
+// Execute, whose Result has Restarted=true. While the data directory is over
+// its limits (measured as in overLimit) the cell is not run: its Result is
+// Failed with a note, until files are deleted. The error is non-nil only when no
 // kernel could be (re)started, or ErrClosed after Close.
 func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result, error) {
 	k.mu.Lock()
@@ -570,21 +675,42 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 	}
 	var res kernel.Result
 	var notes []string
-	if p == nil || !p.alive() {
+	restart := func(note string) error {
 		if err := k.restart(ctx); err != nil {
-			return kernel.Result{}, fmt.Errorf("sandbox: restarting the kernel: %w", err)
+			return fmt.Errorf("sandbox: restarting the kernel: %w", err)
 		}
 		res.Restarted = true
-		notes = append(notes, "The kernel had stopped and was restarted: variables were lost, files in /mnt/data were kept.")
-		if p, err = k.current(); err != nil {
+		notes = append(notes, note)
+		p, err = k.current()
+		return err
+	}
+	if p == nil || !p.alive() {
+		k.pmu.Lock()
+		why := k.stopped
+		k.stopped = ""
+		k.pmu.Unlock()
+		note := "The kernel had stopped and was restarted: variables were lost, files in /mnt/data were kept."
+		if why != "" {
+			note = why + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."
+		}
+		if err := restart(note); err != nil {
 			return kernel.Result{}, err
 		}
 	}
-	// Measure the data directory before the cell runs: a cell may not make it
-	// grow past the limits (or past what it held at the start, when an
-	// earlier cell already overshot them).
-	q, refuse := k.startQuota()
+	// Measure the data directory before the cell runs. The limits are never
+	// raised: a kernel over them is stopped (which also frees the files it
+	// holds open after deleting them), and when the directory is still over
+	// them no cell runs until files are deleted with the files API (which
+	// works without the kernel). A cell may then not make it grow past them.
+	refuse := k.overLimit(p)
+	if refuse != "" && !res.Restarted && p.alive() {
+		if err := restart(refuse + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."); err != nil {
+			return kernel.Result{}, err
+		}
+		refuse = k.overLimit(p)
+	}
 	if refuse != "" {
+		refuse += ": the code was not run; delete files in /mnt/data with the files API to get under the limit"
 		res.Status = kernel.Failed
 		res.Value = emptyValue
 		res.Stderr = strings.Join(append(notes, refuse), "\n") + "\n"
@@ -613,7 +739,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 		defer t.Stop()
 		timeoutC = t.C
 	}
-	tick := time.NewTicker(300 * time.Millisecond)
+	tick := time.NewTicker(watchCellInterval)
 	defer tick.Stop()
 	done := ctx.Done()
 	canceled := false
@@ -680,12 +806,11 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 			} else {
 				res.Value = emptyValue
 			}
-			note := ""
-			if over := k.overQuota(q); over != "" {
-				res.Status = kernel.Failed
-				note = over + ": delete files (the kernel is stopped when it grows further)"
+			if over := k.overLimit(p); over != "" {
+				// Stop what the cell may have left writing in the background.
+				return killAndRestart(over)
 			}
-			k.fill(&res, p, maxLen, notes, note)
+			k.fill(&res, p, maxLen, notes, "")
 			if canceled && !rep.Interrupted && !rep.TimedOut {
 				// Finished on its own just as it was canceled: keep the status.
 				res.Status = kernel.Canceled
@@ -704,7 +829,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 		case <-cancelC:
 			return killAndRestart("The execution was canceled and did not stop")
 		case <-tick.C:
-			if over := k.overQuota(q); over != "" {
+			if over := k.overLimit(p); over != "" {
 				return killAndRestart(over)
 			}
 		}
@@ -756,6 +881,9 @@ func (k *Kernel) Close() error {
 	}
 	k.closed = true
 	p := k.p
+	if k.stopWatch != nil {
+		close(k.stopWatch)
+	}
 	k.pmu.Unlock()
 	if p != nil {
 		p.kill() // makes a running Execute return
@@ -767,6 +895,7 @@ func (k *Kernel) Close() error {
 		k.p.kill()
 	}
 	k.pmu.Unlock()
+	k.watchWG.Wait() // it never waits for k.mu
 	k.e.forget(k)
 	return k.e.removeLater(k.dataDir)
 }
@@ -789,40 +918,18 @@ func removeKernelDirs(dataDir string) error {
 	return errors.Join(errs...)
 }
 
-// quota is what a cell may leave in the data directory.
-type quota struct{ bytes, entries int64 }
-
-// startQuota measures the data directory before a cell: the cell may grow it
-// up to the limits, or not at all when it already holds more. It returns a
-// note instead when the cell must not run: the directory cannot be measured,
-// or holds more than twice MaxDataDirEntries entries (then its growth could
-// not be measured either).
-func (k *Kernel) startQuota() (quota, string) {
+// overLimit measures the data directory (see measure) and returns a note
+// when it is over MaxDataDirBytes or MaxDataDirEntries or cannot be measured
+// (which counts as over), "" when it is within them.
+func (k *Kernel) overLimit(p *proc) string {
 	o := k.e.opts
-	q := quota{bytes: o.MaxDataDirBytes, entries: o.MaxDataDirEntries}
-	u, err := diskUsage(k.dataDir, 2*o.MaxDataDirEntries)
+	u, err := k.measure(p, o.MaxDataDirEntries)
 	switch {
 	case errors.Is(err, errTooManyEntries):
-		return q, fmt.Sprintf("OSError: /mnt/data holds more than %d files and directories, over the limit of %d: the code was not run; delete files with the files API", 2*o.MaxDataDirEntries, o.MaxDataDirEntries)
-	case err != nil:
-		return q, "OSError: /mnt/data cannot be measured (" + usageError(err) + "), which counts as over its limits: the code was not run; delete files with the files API"
-	}
-	q.bytes = max(q.bytes, u.bytes)
-	q.entries = max(q.entries, u.entries)
-	return q, ""
-}
-
-// overQuota measures the data directory and returns a note when it is over q
-// or cannot be measured, "" when it is within q.
-func (k *Kernel) overQuota(q quota) string {
-	o := k.e.opts
-	u, err := diskUsage(k.dataDir, q.entries)
-	switch {
-	case errors.Is(err, errTooManyEntries):
-		return fmt.Sprintf("OSError: /mnt/data holds more than %d files and directories, over the limit of %d", q.entries, o.MaxDataDirEntries)
+		return fmt.Sprintf("OSError: /mnt/data holds more than %d files and directories, over the limit of %d", o.MaxDataDirEntries, o.MaxDataDirEntries)
 	case err != nil:
 		return "OSError: /mnt/data cannot be measured (" + usageError(err) + "), which counts as over the limit of " + strconv.FormatInt(o.MaxDataDirBytes, 10) + " bytes"
-	case u.bytes > q.bytes:
+	case u.bytes > o.MaxDataDirBytes:
 		return fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes", u.bytes, o.MaxDataDirBytes)
 	}
 	return ""

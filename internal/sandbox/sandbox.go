@@ -58,18 +58,23 @@
 // directory is measured like du (the blocks allocated to every file and
 // directory, so sparse and preallocated files count what they take, and the
 // number of entries, i.e. inodes) when a cell starts, every 300 ms while it
-// runs and when it ends. The walk goes from directory descriptor to directory
-// descriptor (no path is ever longer than a name), so trees deeper than
-// PATH_MAX are measured too; a tree that cannot be measured (a directory it
-// cannot open, more than 4096 levels) counts as over the limit. When the
-// directory grew past a limit while the cell ran, the kernel is killed and
-// restarted on the same directory (the cell fails; files are kept); when the
-// cell ended over a limit, the cell fails with a note; a cell that starts on a
-// directory that cannot be measured, or with more than twice
-// MaxDataDirEntries entries, is not run (delete files through the files API).
-// The overshoot is bounded by what one cell writes within 300 ms, each file
-// by RLIMIT_FSIZE. fallocate(2) fails with EOPNOTSUPP in the sandbox (a
-// seccomp filter, on amd64 and arm64), because FALLOC_FL_KEEP_SIZE reserves
+// runs and when it ends, and every second while the kernel is idle (threads
+// and processes a cell left running keep writing). Files the kernel's
+// processes hold open after deleting them (or created with O_TMPFILE) on the
+// data directory's file system count too (from /proc/<pid>/fd of the
+// sandbox's processes), since du cannot see them. The walk goes from
+// directory descriptor to directory descriptor (no path is ever longer than a
+// name), so trees deeper than PATH_MAX are measured too; a tree that cannot be
+// measured (a directory it cannot open, more than 4096 levels) counts as over
+// the limit. A kernel found over a limit is killed (the cell fails; files are
+// kept) and restarted on the same directory, at once during a cell, else by
+// the next execution. The limits are never raised: while the directory is
+// over one, no cell runs (it fails with a note; files are deleted through the
+// files API, which works without the kernel). The overshoot is bounded by what
+// the kernel writes within one interval (300 ms during a cell, 1 s idle), each
+// file by RLIMIT_FSIZE. fallocate(2) fails with EOPNOTSUPP and io_uring with
+// ENOSYS in the sandbox (a seccomp filter, on amd64 and arm64), because
+// FALLOC_FL_KEEP_SIZE (also as IORING_OP_FALLOCATE) reserves
 // blocks past RLIMIT_FSIZE in one call. The private /tmp is a tmpfs of
 // MaxDataDirBytes (bwrap --size; its inodes are not limited by count, but
 // each is kernel memory charged to the sandbox's memory cgroup, so
@@ -721,6 +726,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		return nil, ErrClosed
 	}
 	e.kernels[k] = struct{}{}
+	k.startWatch() // before Executor.Close can see (and close) k
 	e.mu.Unlock()
 	return k, nil
 }
