@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -37,6 +36,7 @@ import (
 	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/azsessionstest"
 	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/pattern"
 )
 
 // benchLarge reports whether the heavy cases run (AZSESSIONS_BENCH_LARGE=1).
@@ -59,67 +59,12 @@ func constExecutor() emulator.Executor {
 			}
 		case len(f) == 3 && f[0] == "mkfile":
 			size, _ := strconv.ParseInt(f[2], 10, 64)
-			if err := writePattern(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
+			if err := pattern.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
 				return emulator.ExecutionResult{Status: emulator.Failed, Stderr: err.Error()}
 			}
 		}
 		return emulator.ExecutionResult{Value: json.RawMessage("2")}
 	})
-}
-
-func writePattern(path string, size int64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, &patternReader{size: size})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// patternReader is a deterministic io.ReadSeeker of size bytes that holds no
-// buffer of its size.
-type patternReader struct{ size, off int64 }
-
-var pattern = func() []byte {
-	b := make([]byte, 4093) // prime length
-	for i := range b {
-		b[i] = byte(i*31 + 7)
-	}
-	return b
-}()
-
-func (r *patternReader) Read(p []byte) (int, error) {
-	if r.off >= r.size {
-		return 0, io.EOF
-	}
-	if rem := r.size - r.off; int64(len(p)) > rem {
-		p = p[:rem]
-	}
-	n := 0
-	for n < len(p) {
-		k := copy(p[n:], pattern[(r.off+int64(n))%int64(len(pattern)):])
-		n += k
-	}
-	r.off += int64(n)
-	return n, nil
-}
-
-func (r *patternReader) Seek(offset int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		offset += r.off
-	case io.SeekEnd:
-		offset += r.size
-	}
-	if offset < 0 {
-		return 0, errors.New("negative offset")
-	}
-	r.off = offset
-	return offset, nil
 }
 
 func benchServer(b *testing.B, opts azsessionstest.Options) *azsessionstest.Server {
@@ -293,7 +238,7 @@ func rawUpload(ctx context.Context, hc *http.Client, u, name string, size int64)
 	}
 	tail := append([]byte(nil), head.Bytes()[headLen:]...)
 	head.Truncate(headLen)
-	body := io.MultiReader(&head, &patternReader{size: size}, bytes.NewReader(tail))
+	body := io.MultiReader(&head, pattern.NewReader(size), bytes.NewReader(tail))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
 	if err != nil {
 		return err
@@ -336,7 +281,7 @@ func BenchmarkUpload(b *testing.B) {
 			}
 			b.SetBytes(size)
 			for b.Loop() {
-				if _, err := session.UploadFile(ctx, "up.bin", &patternReader{size: size}, nil); err != nil {
+				if _, err := session.UploadFile(ctx, "up.bin", pattern.NewReader(size), nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/pattern"
 )
 
 func main() {
@@ -79,7 +80,7 @@ func serve(args []string) error {
 		f := strings.Fields(code)
 		if len(f) == 3 && f[0] == "mkfile" {
 			size, _ := strconv.ParseInt(f[2], 10, 64)
-			if err := writePattern(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
+			if err := pattern.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
 				return emulator.ExecutionResult{Status: emulator.Failed, Stderr: err.Error()}
 			}
 		}
@@ -135,7 +136,7 @@ func client(args []string) error {
 	switch {
 	case *op == "none":
 	case *op == "upload" && *mode == "sdk":
-		_, err = session.UploadFile(ctx, *name, &patternReader{size: *size}, nil)
+		_, err = session.UploadFile(ctx, *name, pattern.NewReader(*size), nil)
 		if errors.Is(err, azsessions.ErrFileTooLarge) {
 			res.Skipped, err = "refused before I/O: over MaxUploadSize (128 MiB)", nil
 		}
@@ -185,7 +186,7 @@ func rawUpload(ctx context.Context, hc *http.Client, u, name string, size int64)
 	}
 	tail := append([]byte(nil), head.Bytes()[headLen:]...)
 	head.Truncate(headLen)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.MultiReader(&head, &patternReader{size: size}, bytes.NewReader(tail)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.MultiReader(&head, pattern.NewReader(size), bytes.NewReader(tail)))
 	if err != nil {
 		return err
 	}
@@ -359,56 +360,3 @@ func parseSize(s string) (int64, error) {
 }
 
 // ---------------------------------------------------------------- data
-
-func writePattern(path string, size int64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, &patternReader{size: size})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// patternReader is a deterministic io.ReadSeeker of size bytes that holds no
-// buffer of its size.
-type patternReader struct{ size, off int64 }
-
-var pattern = func() []byte {
-	b := make([]byte, 4093)
-	for i := range b {
-		b[i] = byte(i*31 + 7)
-	}
-	return b
-}()
-
-func (r *patternReader) Read(p []byte) (int, error) {
-	if r.off >= r.size {
-		return 0, io.EOF
-	}
-	if rem := r.size - r.off; int64(len(p)) > rem {
-		p = p[:rem]
-	}
-	n := 0
-	for n < len(p) {
-		n += copy(p[n:], pattern[(r.off+int64(n))%int64(len(pattern)):])
-	}
-	r.off += int64(n)
-	return n, nil
-}
-
-func (r *patternReader) Seek(offset int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekCurrent:
-		offset += r.off
-	case io.SeekEnd:
-		offset += r.size
-	}
-	if offset < 0 {
-		return 0, errors.New("negative offset")
-	}
-	r.off = offset
-	return offset, nil
-}
