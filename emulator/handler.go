@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -193,41 +194,18 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.OutputMaxLength > MaxOutputMaxLength {
 		return nil, fmt.Errorf("emulator: Options.OutputMaxLength is over %d characters", MaxOutputMaxLength)
 	}
-	if opt.MaxQueuedExecutions == 0 {
-		opt.MaxQueuedExecutions = DefaultMaxQueuedExecutions
-	}
-	if opt.MaxListEntries == 0 {
-		opt.MaxListEntries = DefaultMaxListEntries
-	}
-	if opt.MaxRecordedBytes == 0 {
-		opt.MaxRecordedBytes = DefaultMaxRecordedBytes
-	}
-	if opt.BodyReadTimeout == 0 {
-		opt.BodyReadTimeout = DefaultBodyReadTimeout
-	}
-	def := func(v *string, d string) {
-		if *v == "" {
-			*v = d
-		}
-	}
-	def(&opt.SubscriptionID, DefaultSubscriptionID)
-	def(&opt.ResourceGroup, DefaultResourceGroup)
-	def(&opt.PoolName, DefaultPoolName)
-	if opt.Cooldown == 0 {
-		opt.Cooldown = DefaultCooldown
-	}
-	if opt.MaxSessions == 0 {
-		opt.MaxSessions = DefaultMaxSessions
-	}
-	if opt.MaxExecutionTime == 0 {
-		opt.MaxExecutionTime = DefaultMaxExecutionTime
-	}
-	if opt.MaxUploadBytes == 0 {
-		opt.MaxUploadBytes = DefaultMaxUploadBytes
-	}
-	if opt.OutputMaxLength == 0 {
-		opt.OutputMaxLength = DefaultOutputMaxLength
-	}
+	opt.MaxQueuedExecutions = cmp.Or(opt.MaxQueuedExecutions, DefaultMaxQueuedExecutions)
+	opt.MaxListEntries = cmp.Or(opt.MaxListEntries, DefaultMaxListEntries)
+	opt.MaxRecordedBytes = cmp.Or(opt.MaxRecordedBytes, DefaultMaxRecordedBytes)
+	opt.BodyReadTimeout = cmp.Or(opt.BodyReadTimeout, DefaultBodyReadTimeout)
+	opt.SubscriptionID = cmp.Or(opt.SubscriptionID, DefaultSubscriptionID)
+	opt.ResourceGroup = cmp.Or(opt.ResourceGroup, DefaultResourceGroup)
+	opt.PoolName = cmp.Or(opt.PoolName, DefaultPoolName)
+	opt.Cooldown = cmp.Or(opt.Cooldown, DefaultCooldown)
+	opt.MaxSessions = cmp.Or(opt.MaxSessions, DefaultMaxSessions)
+	opt.MaxExecutionTime = cmp.Or(opt.MaxExecutionTime, DefaultMaxExecutionTime)
+	opt.MaxUploadBytes = cmp.Or(opt.MaxUploadBytes, DefaultMaxUploadBytes)
+	opt.OutputMaxLength = cmp.Or(opt.OutputMaxLength, DefaultOutputMaxLength)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -237,9 +215,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.SweepInterval <= 0 {
 		opt.SweepInterval = DefaultSweepInterval
 	}
-	if opt.ListSessionsPageSize == 0 {
-		opt.ListSessionsPageSize = DefaultListSessionsPageSize
-	}
+	opt.ListSessionsPageSize = cmp.Or(opt.ListSessionsPageSize, DefaultListSessionsPageSize)
 	for _, s := range []string{opt.SubscriptionID, opt.ResourceGroup, opt.PoolName} {
 		if strings.ContainsAny(s, "/?#%") {
 			return nil, errors.New("emulator: SubscriptionID, ResourceGroup and PoolName must not contain / ? # %")
