@@ -11,12 +11,9 @@ package azsessions_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
@@ -37,6 +34,7 @@ import (
 	"github.com/azsessions/azsessions/azsessionstest"
 	"github.com/azsessions/azsessions/emulator"
 	"github.com/azsessions/azsessions/internal/pattern"
+	"github.com/azsessions/azsessions/internal/uuid"
 )
 
 // benchLarge reports whether the heavy cases run (AZSESSIONS_BENCH_LARGE=1).
@@ -75,24 +73,6 @@ func benchServer(b *testing.B, opts azsessionstest.Options) *azsessionstest.Serv
 	srv := azsessionstest.Start(b, &opts)
 	b.Cleanup(func() { srv.HTTPClient().CloseIdleConnections() })
 	return srv
-}
-
-func newUUID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], u[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], u[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], u[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], u[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], u[10:])
-	return string(s[:])
 }
 
 // executeBody and executeAnswer are the wire shapes of POST executions
@@ -146,7 +126,7 @@ func BenchmarkExecuteRoundTrip(b *testing.B) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json")
-			req.Header.Set("operation-id", newUUID())
+			req.Header.Set("operation-id", uuid.New())
 			resp, err := hc.Do(req)
 			if err != nil {
 				b.Fatal(err)
@@ -174,7 +154,7 @@ func BenchmarkExecuteRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 			req.Raw().Header.Set("Accept", "application/json")
-			req.Raw().Header.Set("operation-id", newUUID())
+			req.Raw().Header.Set("operation-id", uuid.New())
 			if err := azruntime.MarshalAsJSON(req, body); err != nil {
 				b.Fatal(err)
 			}
@@ -224,39 +204,6 @@ func transferSizes() []int64 {
 	return sizes
 }
 
-// rawUpload POSTs size bytes as the multipart body a hand-written client
-// would stream (the same bytes the SDK sends), with a known Content-Length.
-func rawUpload(ctx context.Context, hc *http.Client, u, name string, size int64) error {
-	var head bytes.Buffer
-	mw := multipart.NewWriter(&head)
-	if _, err := mw.CreateFormFile("file", name); err != nil {
-		return err
-	}
-	headLen := head.Len()
-	if err := mw.Close(); err != nil {
-		return err
-	}
-	tail := append([]byte(nil), head.Bytes()[headLen:]...)
-	head.Truncate(headLen)
-	body := io.MultiReader(&head, pattern.NewReader(size), bytes.NewReader(tail))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
-	if err != nil {
-		return err
-	}
-	req.ContentLength = int64(headLen) + size + int64(len(tail))
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("upload: HTTP %d", resp.StatusCode)
-	}
-	return nil
-}
-
 // BenchmarkUpload streams a generated file to the fake, through the SDK and
 // as a raw multipart POST (b.SetBytes: compare MB/s). The SDK refuses files
 // over MaxUploadSize (128 MiB) before any I/O, so at 1 GiB only raw runs.
@@ -270,7 +217,7 @@ func BenchmarkUpload(b *testing.B) {
 			u := srv.Endpoint() + "/files?api-version=" + azsessions.DefaultAPIVersion + "&identifier=" + ident
 			b.SetBytes(size)
 			for b.Loop() {
-				if err := rawUpload(ctx, srv.HTTPClient(), u, "up.bin", size); err != nil {
+				if err := pattern.RawUpload(ctx, srv.HTTPClient(), u, "up.bin", size); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -520,7 +467,7 @@ func BenchmarkExecuteClientOnly(b *testing.B) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, execURL, bytes.NewReader(buf))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json")
-			req.Header.Set("operation-id", newUUID())
+			req.Header.Set("operation-id", uuid.New())
 			resp, err := hc.Do(req)
 			if err != nil {
 				b.Fatal(err)
@@ -542,7 +489,7 @@ func BenchmarkExecuteClientOnly(b *testing.B) {
 		for b.Loop() {
 			req, _ := azruntime.NewRequest(ctx, http.MethodPost, execURL)
 			req.Raw().Header.Set("Accept", "application/json")
-			req.Raw().Header.Set("operation-id", newUUID())
+			req.Raw().Header.Set("operation-id", uuid.New())
 			if err := azruntime.MarshalAsJSON(req, body); err != nil {
 				b.Fatal(err)
 			}

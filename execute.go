@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
+	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -412,7 +413,7 @@ func (s *Session) executeOnce(ctx context.Context, code string, timeout int32, o
 func (s *Session) submitExecution(ctx context.Context, code string, timeout int32, options *ExecuteOptions, executionType string) (wire.ExecuteResponse, error) {
 	operationID := options.OperationID
 	if operationID == "" {
-		operationID = newUUID()
+		operationID = uuid.New()
 	}
 	withID := func(w wire.ExecuteResponse) wire.ExecuteResponse {
 		if w.ID == "" {

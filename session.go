@@ -2,8 +2,6 @@ package azsessions
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
+	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -57,7 +56,7 @@ func (c *Client) Session(identifier string) *Session {
 // crypto/rand, valid under every api-version's rule). Nothing is sent: the
 // service creates the session on its first use.
 func (c *Client) NewSession() *Session {
-	return c.Session(newUUID())
+	return c.Session(uuid.New())
 }
 
 // Identifier returns the session's identifier.
@@ -75,25 +74,6 @@ func (s *Session) validate() error {
 		}
 	})
 	return s.validateErr
-}
-
-// newUUID returns a random UUID version 4 in its canonical text form.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand documents it)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:16])
-	return string(out[:])
 }
 
 // SessionProperties describes a session (the Session resource).

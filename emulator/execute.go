@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -154,7 +155,7 @@ func (h *Handler) execute(c *call) *apiError {
 	}
 	id := c.r.Header.Get("operation-id")
 	if id == "" {
-		id = newUUID()
+		id = uuid.New()
 	}
 	s := c.sess
 	hash := sha256.Sum256([]byte(ep.code))

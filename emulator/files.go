@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -429,7 +430,7 @@ func (h *Handler) upload(c *call) *apiError {
 	if quota != nil {
 		defer quota.release()
 	}
-	tmp := path.Join(parent, uploadPrefix+newUUID())
+	tmp := path.Join(parent, uploadPrefix+uuid.New())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return cannotStore

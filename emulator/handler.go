@@ -3,7 +3,6 @@ package emulator
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -334,7 +334,7 @@ func internal(format string, args ...any) *apiError {
 // writeError answers {"error":{code,message,traceId}} with x-ms-error-code.
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set(wire.ErrorCodeHeader, e.code)
-	writeJSON(w, e.status, wire.ErrorResponse{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, TraceID: newUUID()}})
+	writeJSON(w, e.status, wire.ErrorResponse{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, TraceID: uuid.New()}})
 }
 
 // writeJSON answers v as JSON with status.
@@ -346,15 +346,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // statusWriter records the status for the access log and runs

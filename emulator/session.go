@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
@@ -133,7 +134,7 @@ func (h *Handler) acquire(id string, create bool) (*session, *apiError) {
 		}
 		ctx, cancel := context.WithCancel(h.ctx)
 		s = &session{
-			id: id, etag: newUUID(), createdAt: now.UTC(), lastAccess: now.UTC(),
+			id: id, etag: uuid.New(), createdAt: now.UTC(), lastAccess: now.UTC(),
 			ready: make(chan struct{}), ctx: ctx, cancel: cancel,
 			queue: make(chan struct{}, 1), execs: map[string]*execution{},
 		}

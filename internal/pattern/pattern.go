@@ -3,8 +3,13 @@
 package pattern
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"mime/multipart"
+	"net/http"
 	"os"
 )
 
@@ -77,4 +82,37 @@ func WriteFile(path string, size int64) error {
 		err = cerr
 	}
 	return err
+}
+
+// RawUpload is the hand-written baseline the benchmarks compare the SDK
+// with: it POSTs size bytes of the pattern as a streamed multipart/form-data
+// body with one part named "file" to u with plain net/http, and expects 200.
+func RawUpload(ctx context.Context, hc *http.Client, u, name string, size int64) error {
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	if _, err := mw.CreateFormFile("file", name); err != nil {
+		return err
+	}
+	headLen := head.Len()
+	if err := mw.Close(); err != nil {
+		return err
+	}
+	tail := append([]byte(nil), head.Bytes()[headLen:]...)
+	head.Truncate(headLen)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.MultiReader(&head, NewReader(size), bytes.NewReader(tail)))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = int64(headLen) + size + int64(len(tail))
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("upload: HTTP %d", resp.StatusCode)
+	}
+	return nil
 }
