@@ -3,6 +3,7 @@ package emulator
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,12 @@ const (
 	DefaultMaxListEntries = 10000
 	// DefaultBodyReadTimeout is how long a request body may send nothing.
 	DefaultBodyReadTimeout = time.Minute
+	// DefaultMinBodyRate is the slowest average rate, in bytes per second,
+	// at which a request body may arrive once BodyReadTimeout has passed.
+	DefaultMinBodyRate = 4 << 10
+	// DefaultMaxBodyMemoryBytes bounds the execution request bodies held
+	// in memory at once, across the pool.
+	DefaultMaxBodyMemoryBytes = 128 << 20
 	// MaxOutputMaxLength is the largest output cap, in characters: a request's
 	// outputStreamsMaxLength above it is refused with 400
 	// SessionRequestValidationFailed (it is never clamped silently), and so
@@ -140,9 +147,29 @@ type Options struct {
 	// that stalls gets 400 and no longer holds its session (which could then
 	// never expire).
 	BodyReadTimeout time.Duration
+	// MinBodyRate is the slowest average rate, in bytes per second, at which
+	// the body of an upload or an execution may arrive (default 4 KiB/s):
+	// a body must be complete within BodyReadTimeout plus its size divided
+	// by this rate, so a client that trickles a byte now and then cannot
+	// hold a connection, its handler and its session for ever.
+	MinBodyRate int64
+	// MaxBodyMemoryBytes bounds the execution request bodies the pool holds
+	// in memory at once (default 128 MiB; each is at most 16 MiB and held
+	// while its request is served). A request whose body does not fit is
+	// answered 429 TooManyRequests with Retry-After: 1 before its body is
+	// read. Uploads stream to disk and are not counted.
+	MaxBodyMemoryBytes int64
 	// RequireToken makes every request without "Authorization: Bearer ..."
-	// fail with 401. The token itself is never checked.
+	// fail with 401. Without Token the token itself is not checked (any
+	// non-empty one passes): that only catches clients that forget to
+	// authenticate, it is no protection.
 	RequireToken bool
+	// Token, when not empty (with RequireToken), is the one bearer token
+	// accepted: any other is answered 401. It is compared in constant time
+	// and never logged. The emulator cannot validate Microsoft Entra
+	// tokens; a shared token is what protects an emulator reachable from
+	// other machines (see CheckListenAddr).
+	Token string
 	// Now is the clock of session expiry and timestamps (default time.Now).
 	Now func() time.Time
 	// Logger receives one record per request (method, route template, status,
@@ -179,6 +206,9 @@ type Handler struct {
 	statsMu  sync.Mutex
 	total    int64
 	perIdent map[string]int64
+
+	bodyMu    sync.Mutex
+	bodyBytes int64 // execution bodies reserved (reserveBody)
 }
 
 // NewHandler checks the options, fills in defaults and starts the janitor
@@ -188,7 +218,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.Executor == nil {
 		return nil, errors.New("emulator: Options.Executor is required")
 	}
-	if opt.Cooldown < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
+	if opt.Cooldown < 0 || opt.MinBodyRate < 0 || opt.MaxBodyMemoryBytes < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
 		return nil, errors.New("emulator: negative limit in Options")
 	}
 	if opt.OutputMaxLength > MaxOutputMaxLength {
@@ -198,6 +228,14 @@ func NewHandler(opt Options) (*Handler, error) {
 	opt.MaxListEntries = cmp.Or(opt.MaxListEntries, DefaultMaxListEntries)
 	opt.MaxRecordedBytes = cmp.Or(opt.MaxRecordedBytes, DefaultMaxRecordedBytes)
 	opt.BodyReadTimeout = cmp.Or(opt.BodyReadTimeout, DefaultBodyReadTimeout)
+	opt.MinBodyRate = cmp.Or(opt.MinBodyRate, DefaultMinBodyRate)
+	opt.MaxBodyMemoryBytes = cmp.Or(opt.MaxBodyMemoryBytes, DefaultMaxBodyMemoryBytes)
+	if opt.MaxBodyMemoryBytes < maxExecuteBody {
+		return nil, fmt.Errorf("emulator: Options.MaxBodyMemoryBytes must be at least %d (one execution body)", maxExecuteBody)
+	}
+	if opt.Token != "" && !opt.RequireToken {
+		return nil, errors.New("emulator: Options.Token needs RequireToken")
+	}
 	opt.SubscriptionID = cmp.Or(opt.SubscriptionID, DefaultSubscriptionID)
 	opt.ResourceGroup = cmp.Or(opt.ResourceGroup, DefaultResourceGroup)
 	opt.PoolName = cmp.Or(opt.PoolName, DefaultPoolName)
@@ -395,7 +433,7 @@ func (h *Handler) watchBody(c *call) (done func()) {
 	if err := rc.SetReadDeadline(time.Now().Add(h.opt.BodyReadTimeout)); err != nil {
 		return func() {}
 	}
-	b := &idleBody{ReadCloser: c.r.Body, rc: rc, d: h.opt.BodyReadTimeout}
+	b := &idleBody{ReadCloser: c.r.Body, rc: rc, d: h.opt.BodyReadTimeout, rate: h.opt.MinBodyRate, start: time.Now()}
 	c.r.Body = b
 	return func() {
 		switch {
@@ -408,20 +446,36 @@ func (h *Handler) watchBody(c *call) (done func()) {
 	}
 }
 
-// idleBody is a request body whose every read gets a fresh deadline.
+// idleBody is a request body whose every read gets a fresh deadline: d from
+// now, but never later than d plus what the bytes read so far allow at the
+// minimum rate, counted from the start of the body.
 type idleBody struct {
 	io.ReadCloser
 	rc          *http.ResponseController
 	d           time.Duration
+	rate        int64 // bytes per second
+	start       time.Time
+	n           int64 // bytes read
 	eof, failed bool
+}
+
+// deadline is the read deadline of the next read.
+func (b *idleBody) deadline(now time.Time) time.Time {
+	idle := now.Add(b.d)
+	earned := time.Duration(float64(b.n) / float64(b.rate) * float64(time.Second))
+	if total := b.start.Add(b.d + earned); total.Before(idle) {
+		return total
+	}
+	return idle
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
 	if b.eof || b.failed {
 		return b.ReadCloser.Read(p)
 	}
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	_ = b.rc.SetReadDeadline(b.deadline(time.Now()))
 	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
 	switch {
 	case err == io.EOF:
 		b.eof = true
@@ -471,7 +525,7 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 	default:
 	}
 	rt, params, version, aerr := h.match(r)
-	if h.opt.RequireToken && !hasBearer(r) {
+	if h.opt.RequireToken && !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", resource_id="https://dynamicsessions.io"`)
 		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "a bearer token is required (Authorization: Bearer ...)"))
 		return rt
@@ -479,6 +533,15 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 	if aerr != nil {
 		writeError(w, aerr)
 		return rt
+	}
+	if rt.op == OpExecute {
+		release, aerr := h.reserveBody(r)
+		if aerr != nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, aerr)
+			return rt
+		}
+		defer release()
 	}
 	feat, _ := wire.Lookup(version)
 	c := &call{w: w, r: r, route: rt, version: version, feat: feat, params: params}
@@ -508,9 +571,44 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 	return rt
 }
 
-func hasBearer(r *http.Request) bool {
+// authorized says whether r carries a bearer token that RequireToken accepts:
+// any non-empty one, or exactly Options.Token when it is set.
+func (h *Handler) authorized(r *http.Request) bool {
 	a := r.Header.Get("Authorization")
-	return len(a) > len("Bearer ") && strings.EqualFold(a[:len("Bearer ")], "Bearer ") && strings.TrimSpace(a[len("Bearer "):]) != ""
+	if len(a) <= len("Bearer ") || !strings.EqualFold(a[:len("Bearer ")], "Bearer ") {
+		return false
+	}
+	tok := strings.TrimSpace(a[len("Bearer "):])
+	if h.opt.Token == "" {
+		return tok != ""
+	}
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.opt.Token)) == 1
+}
+
+// reserveBody reserves room for r's body in the pool-wide budget of
+// execution bodies held in memory (Options.MaxBodyMemoryBytes): its
+// Content-Length, or the largest body allowed when the length is not known
+// (chunked). It fails with 429 when the budget is taken, before anything is
+// read. The returned function gives the room back.
+func (h *Handler) reserveBody(r *http.Request) (release func(), aerr *apiError) {
+	n := int64(maxExecuteBody)
+	if r.ContentLength >= 0 && r.ContentLength < n {
+		n = r.ContentLength
+	}
+	h.bodyMu.Lock()
+	defer h.bodyMu.Unlock()
+	if h.bodyBytes+n > h.opt.MaxBodyMemoryBytes {
+		return nil, errorf(http.StatusTooManyRequests, CodeTooManyRequests, "the emulator holds %d bytes of execution requests already; retry when they are done", h.bodyBytes)
+	}
+	h.bodyBytes += n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.bodyMu.Lock()
+			h.bodyBytes -= n
+			h.bodyMu.Unlock()
+		})
+	}, nil
 }
 
 // match finds the route of r. It returns the route (when the path matched),

@@ -29,14 +29,24 @@
 //	-ready                interpreters kept started (default 2)
 //	-preload              modules each interpreter imports in the background,
 //	                      e.g. numpy,pandas,matplotlib, or none (default numpy)
-//	-require-token        answer 401 without "Authorization: Bearer ..."
+//	-require-token        answer 401 without "Authorization: Bearer ...";
+//	                      with AZSESSIONS_EMULATOR_TOKEN set, only that token passes
 //	-tls-cert, -tls-key   serve HTTPS with this certificate and key
 //	-log-level            debug, info, warn or error (default info)
 //
+// Network: the emulator runs whatever code it is sent, so it serves only on
+// loopback (127.0.0.1, [::1], localhost) unless -require-token is given and
+// AZSESSIONS_EMULATOR_TOKEN holds the one bearer token it accepts (an
+// environment variable, so that the token shows in no process list). The
+// printed endpoint names the address actually bound.
+//
 // Timeouts: request headers must arrive within 30 s, keep-alive connections
 // idle for 2 min are closed, and a request body (upload or execution) that
-// sends nothing for 1 min fails with 400. Nothing bounds a whole request, so
-// large uploads and downloads and long executions are never cut.
+// sends nothing for 1 min, or arrives slower than 4 KiB/s on average after
+// that minute, fails with 400. Nothing else bounds a whole request, so large
+// uploads and downloads and long executions are never cut. Execution bodies
+// held in memory are bounded across the pool (128 MiB; beyond, 429 with
+// Retry-After).
 package main
 
 import (
@@ -81,6 +91,7 @@ type config struct {
 	maxSessions, outputMaxLength, ready                       int
 	maxUploadBytes, memoryLimit                               byteSize
 	requireToken                                              bool
+	token                                                     string // AZSESSIONS_EMULATOR_TOKEN
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -102,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.preload = parsePreload(v)
 		return nil
 	})
-	fs.BoolVar(&c.requireToken, "require-token", false, `answer 401 to requests without "Authorization: Bearer ..." (the token is not checked)`)
+	fs.BoolVar(&c.requireToken, "require-token", false, `answer 401 to requests without "Authorization: Bearer ..."; the token is checked only when the environment variable `+tokenEnv+` holds it, which serving beyond loopback needs`)
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "certificate `file` to serve HTTPS (with -tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "private key `file` to serve HTTPS (with -tls-cert)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -114,6 +125,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxNone {
 		return c, fmt.Errorf("-sandbox must be %s or %s", emulator.SandboxBwrap, emulator.SandboxNone)
+	}
+	if c.requireToken {
+		c.token = os.Getenv(tokenEnv)
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return c, errors.New("-tls-cert and -tls-key go together")
@@ -151,12 +165,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	if c.sandbox == emulator.SandboxNone {
 		log.Warn("-sandbox=none: code runs WITHOUT ANY ISOLATION as the current user, with its network and files; use it only for trusted code")
 	}
-	// Listen first: a busy address fails at once, before any sandbox starts.
+	// Listen first: a busy or refused address fails at once, before any
+	// sandbox starts.
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
+	if err := emulator.CheckListenAddr(ln.Addr(), emulator.Options{RequireToken: c.requireToken, Token: c.token}); err != nil {
+		return err
+	}
+	if c.requireToken && c.token == "" {
+		log.Warn("-require-token without " + tokenEnv + ": any bearer token is accepted")
+	}
 	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{
 		Python: c.python, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
 		MemoryLimitBytes: int64(c.memoryLimit), Preload: c.preload, Logger: log,
@@ -170,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	logInfo(log, ex.Info())
 	h, err := emulator.NewHandler(emulator.Options{
 		Executor: ex, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
-		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Logger: log,
+		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Token: c.token, Logger: log,
 	})
 	if err != nil {
 		_ = ex.Close()
@@ -180,8 +201,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	if c.tlsCert != "" {
 		scheme = "https"
 	}
-	endpoint := scheme + "://" + displayAddr(ln.Addr()) + h.PoolPath()
-	srv := newHTTPServer(h, log)
+	endpoint := scheme + "://" + ln.Addr().String() + h.PoolPath()
+	srv := emulator.NewHTTPServer(h, log)
 	served := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {
@@ -218,29 +239,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	return errors.Join(serveErr, closeErr)
 }
 
-// Timeouts of the HTTP server.
-const (
-	// readHeaderTimeout bounds how long a client may take to send a
-	// request's headers.
-	readHeaderTimeout = 30 * time.Second
-	// idleTimeout closes keep-alive connections idle for this long.
-	idleTimeout = 2 * time.Minute
-)
-
-// newHTTPServer is the emulator's server: headers must arrive within
-// readHeaderTimeout and idle keep-alive connections close after idleTimeout.
-// There is no ReadTimeout or WriteTimeout, which would cut large uploads,
-// downloads and long synchronous executions: a body that sends nothing for a
-// minute fails instead (emulator.Options.BodyReadTimeout), so a stalled
-// client cannot hold its session.
-func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-}
+// tokenEnv is the environment variable holding the one bearer token
+// -require-token accepts.
+const tokenEnv = "AZSESSIONS_EMULATOR_TOKEN"
 
 // logInfo logs the interpreter and which of the usual packages it has.
 func logInfo(log *slog.Logger, info emulator.Info) {
@@ -266,19 +267,6 @@ func lookupPackage(pkgs map[string]string, name string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// displayAddr turns a listener address into one a client can dial
-// (an unspecified IP becomes localhost).
-func displayAddr(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "localhost"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // byteSize is a flag of a size in bytes with an optional unit.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -73,11 +72,58 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestDisplayAddr(t *testing.T) {
-	for in, want := range map[string]string{"0.0.0.0:80": "localhost:80", "[::]:80": "localhost:80", "127.0.0.1:9": "127.0.0.1:9", "[::1]:9": "[::1]:9"} {
-		a, err := net.ResolveTCPAddr("tcp", in)
-		require.NoError(t, err)
-		require.Equal(t, want, displayAddr(a))
+// TestRunNetworkExposure: an address reachable from other machines is
+// refused before any sandbox starts unless -require-token comes with
+// AZSESSIONS_EMULATOR_TOKEN, and then the printed endpoint names the address
+// actually bound (not "localhost").
+func TestRunNetworkExposure(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		token string
+		ok    bool
+	}{
+		{"all interfaces", []string{"-addr", "0.0.0.0:0"}, "", false},
+		{"ipv6 all interfaces", []string{"-addr", "[::]:0"}, "", false},
+		{"presence-only token", []string{"-addr", "0.0.0.0:0", "-require-token"}, "", false},
+		{"token without -require-token", []string{"-addr", "0.0.0.0:0"}, "tok-SECRET-9", false},
+		{"shared token", []string{"-addr", "0.0.0.0:0", "-require-token"}, "tok-SECRET-9", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(tokenEnv, tt.token)
+			// -sandbox none with no ready kernels: the refusal must come
+			// before the executor, and the accepted case needs no bwrap.
+			args := append([]string{"-sandbox", "none", "-ready", "0", "-python", "/usr/bin/python3"}, tt.args...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr syncBuffer
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, args, &stdout, &stderr, nil) }()
+			if !tt.ok {
+				err := <-done
+				require.ErrorIs(t, err, emulator.ErrNotLoopback)
+				require.Empty(t, stdout.String())
+				require.NotContains(t, stderr.String(), "executor ready", "a sandbox started")
+				return
+			}
+			require.Eventually(t, func() bool {
+				select {
+				case err := <-done:
+					if _, statErr := os.Stat("/usr/bin/python3"); statErr != nil {
+						t.Skipf("no /usr/bin/python3: %v", err)
+					}
+					t.Fatalf("run failed: %v\n%s", err, stderr.String())
+				default:
+				}
+				return strings.Contains(stdout.String(), "\n")
+			}, 60*time.Second, 20*time.Millisecond)
+			endpoint := strings.TrimSpace(stdout.String())
+			require.Regexp(t, `^http://(0\.0\.0\.0|\[::\]):\d+/subscriptions/`, endpoint)
+			cancel()
+			require.NoError(t, <-done)
+			require.NotContains(t, stderr.String(), "SECRET")
+		})
 	}
 }
 
