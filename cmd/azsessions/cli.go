@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/emulator"
+)
+
+// Environment variables.
+const (
+	envEndpoint = "AZURE_POOL_MANAGEMENT_ENDPOINT"
+	envSession  = "AZSESSIONS_SESSION"
+)
+
+var errHelp = flag.ErrHelp
+
+// globals are the flags every verb accepts (before or after the verb).
+type globals struct {
+	endpoint   string
+	session    string
+	apiVersion string
+	emulator   bool
+	sandbox    string
+	python     string
+	json       bool
+}
+
+// register adds the global flags to fs with their current values as
+// defaults, so that flags given before the verb survive the verb's parse.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "pool management `URL` (default $"+envEndpoint+")")
+	fs.StringVar(&g.session, "session", g.session, "session `identifier` (default $"+envSession+", else a fresh one, printed on stderr)")
+	fs.StringVar(&g.apiVersion, "api-version", g.apiVersion, "pool management api-`version` (default "+azsessions.DefaultAPIVersion+")")
+	fs.BoolVar(&g.emulator, "emulator", g.emulator, "use the embedded local emulator (bubblewrap sandbox) instead of a pool")
+	fs.StringVar(&g.sandbox, "sandbox", cmpOr(g.sandbox, emulator.SandboxBwrap), "emulator isolation: bwrap, or none (no isolation: trusted code only)")
+	fs.StringVar(&g.python, "python", g.python, "emulator Python `interpreter` (default /usr/bin/python3, else python3 on PATH)")
+	fs.BoolVar(&g.json, "json", g.json, "print the service's JSON objects instead of text")
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// cli is one verb's run: the flags, the outside world and the backend.
+type cli struct {
+	*globals
+	*env
+	args []string
+	verb *verb
+
+	client  *azsessions.Client
+	emu     *emulator.Server
+	session *azsessions.Session
+}
+
+func (c *cli) close() {
+	if c.emu != nil {
+		_ = c.emu.Close()
+		c.emu = nil
+	}
+}
+
+// getClient makes the client once: the embedded emulator, or the endpoint
+// from --endpoint or the environment (DefaultAzureCredential for https, no
+// credential for http).
+func (c *cli) getClient() (*azsessions.Client, error) {
+	if c.client != nil {
+		return c.client, nil
+	}
+	opts := &azsessions.ClientOptions{ClientOptions: azcore.ClientOptions{APIVersion: c.apiVersion}}
+	if c.emulator {
+		if c.endpoint != "" {
+			return nil, usageErrorf("--emulator and --endpoint exclude each other")
+		}
+		if c.apiVersion != "" {
+			// check the api-version before starting sandboxes
+			if _, err := azsessions.NewClientWithNoCredential("http://127.0.0.1/", opts); err != nil {
+				return nil, usageErrorf("%v", err)
+			}
+		}
+		exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: c.sandbox, Python: c.python, Ready: 1})
+		if err != nil {
+			if errors.Is(err, emulator.ErrNoBubblewrap) {
+				return nil, fmt.Errorf("emulator: %w (install bubblewrap, or use --sandbox=none for trusted code only)", err)
+			}
+			return nil, fmt.Errorf("emulator: %w", err)
+		}
+		if c.sandbox == emulator.SandboxNone {
+			fmt.Fprintln(c.stderr, "azsessions: warning: the emulator runs code WITHOUT isolation (--sandbox=none): trusted code only")
+		}
+		srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec})
+		if err != nil {
+			return nil, fmt.Errorf("emulator: %w", err)
+		}
+		c.emu = srv
+		client, err := azsessions.NewClientWithNoCredential(srv.Endpoint, opts)
+		if err != nil {
+			return nil, err
+		}
+		c.client = client
+		return client, nil
+	}
+	endpoint := cmpOr(c.endpoint, c.getenv(envEndpoint))
+	if endpoint == "" {
+		return nil, usageErrorf("no pool: set --endpoint or %s to the pool management endpoint, or use --emulator", envEndpoint)
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, usageErrorf("the endpoint %q is not a URL", endpoint)
+	}
+	var client *azsessions.Client
+	switch u.Scheme {
+	case "https":
+		cred, cerr := azidentity.NewDefaultAzureCredential(nil)
+		if cerr != nil {
+			return nil, &credentialFailure{err: cerr}
+		}
+		client, err = azsessions.NewClient(endpoint, namedCredential{cred}, opts)
+	case "http":
+		client, err = azsessions.NewClientWithNoCredential(endpoint, opts)
+	default:
+		return nil, usageErrorf("the endpoint must be https (a pool) or http (an emulator), not %q", u.Scheme)
+	}
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	c.client = client
+	return client, nil
+}
+
+// getSession returns the session of --session or AZSESSIONS_SESSION, or a
+// fresh one whose identifier is printed on stderr.
+func (c *cli) getSession() (*azsessions.Session, error) {
+	if c.session != nil {
+		return c.session, nil
+	}
+	client, err := c.getClient()
+	if err != nil {
+		return nil, err
+	}
+	id := cmpOr(c.globals.session, c.getenv(envSession))
+	if id != "" {
+		c.session = client.Session(id)
+	} else {
+		c.session = client.NewSession()
+		if !c.emulator {
+			fmt.Fprintf(c.stderr, "azsessions: new session %s (export %s=%s to reuse it)\n", c.session.Identifier(), envSession, c.session.Identifier())
+		}
+	}
+	return c.session, nil
+}
+
+// namedCredential marks the errors of DefaultAzureCredential so that they are
+// reported as credential failures with what to do.
+type namedCredential struct{ azcore.TokenCredential }
+
+func (n namedCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := n.TokenCredential.GetToken(ctx, opts)
+	if err != nil {
+		return tok, &credentialFailure{err: err}
+	}
+	return tok, nil
+}
+
+// credentialFailure is a failure of DefaultAzureCredential to get a token:
+// nothing was sent.
+type credentialFailure struct{ err error }
+
+func (e *credentialFailure) Error() string {
+	return "DefaultAzureCredential could not get a token for " + azsessions.DefaultScope + ": " + e.err.Error() +
+		"\nwhat to do: sign in with `az login` (or `azd auth login`), or set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET" +
+		" (or AZURE_FEDERATED_TOKEN_FILE) for a service principal, or run where a managed identity is available;" +
+		" the identity needs the \"" + azsessions.RoleSessionExecutor + "\" role on the session pool"
+}
+func (e *credentialFailure) Unwrap() error { return e.err }
+
+// exitCode maps an error to an exit status.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, azsessions.ErrInvalidIdentifier), errors.Is(err, azsessions.ErrInvalidFileName),
+		errors.Is(err, azsessions.ErrUnsupported), errors.Is(err, azsessions.ErrFileTooLarge):
+		return exitUsage // found before any request
+	}
+	return exitService
+}
+
+// describe is the one-paragraph text of err for stderr: the service's status,
+// error code and message without the request URL (which carries the session
+// identifier).
+func describe(err error) string {
+	var cf *credentialFailure
+	if errors.As(err, &cf) {
+		return cf.Error()
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		msg := fmt.Sprintf("the service answered %d", re.StatusCode)
+		if re.StatusCode != 0 {
+			msg += " " + http.StatusText(re.StatusCode)
+		}
+		if re.ErrorCode != "" {
+			msg += " (" + re.ErrorCode + ")"
+		}
+		if m := serviceMessage(re.RawResponse); m != "" {
+			msg += ": " + m
+		}
+		var ae *azsessions.AuthError
+		if errors.As(err, &ae) {
+			if _, hint, ok := strings.Cut(ae.Error(), "\nhint: "); ok {
+				msg += "\nhint: " + hint
+			}
+		}
+		return msg
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// url.Error's text holds the URL, and so the identifier
+		var ne net.Error
+		if errors.As(ue.Err, &ne) && ne.Timeout() {
+			return "could not reach the service: timed out"
+		}
+		return "could not reach the service: " + redactURL(ue.Err.Error())
+	}
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
+	}
+	return err.Error()
+}
+
+// redactURL removes query strings from the URLs in s.
+func redactURL(s string) string {
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		if strings.Contains(f, "://") {
+			if j := strings.IndexByte(f, '?'); j >= 0 {
+				fields[i] = f[:j] + "?…"
+			}
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// serviceMessage returns the message of a service error body
+// ({"error":{"code","message"}}, {"code","message"} or {"message"}).
+func serviceMessage(resp *http.Response) string {
+	if resp == nil {
+		return ""
+	}
+	body, err := runtime.Payload(resp)
+	if err != nil || len(body) == 0 {
+		return ""
+	}
+	var v struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Message string `json:"message"`
+		Detail  string `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	if v.Error != nil && v.Error.Message != "" {
+		return v.Error.Message
+	}
+	return cmpOr(v.Message, v.Detail)
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,156 @@
+// Command azsessions runs Python and moves files in Azure Container Apps
+// dynamic sessions (the code interpreter) from a terminal or a script: the
+// verbs of `az containerapp session code-interpreter` and a few more, on the
+// azsessions client, against a session pool or the embedded local emulator.
+//
+// Usage:
+//
+//	azsessions [global flags] VERB [flags] [arguments]
+//
+// Verbs:
+//
+//	exec      run Python code (from an argument, a file or stdin)
+//	upload    upload files and directories to /mnt/data
+//	ls        list the files of the session
+//	download  download a file (atomically) or write it to stdout
+//	rm        delete files
+//	sessions  list the pool's sessions; get, delete or stop one
+//	metadata  the pool's runtimes, packages and kernel
+//	shell     an interactive loop: Python cells and %verbs on one session
+//	help      help on a verb
+//
+// The pool management endpoint comes from --endpoint or
+// AZURE_POOL_MANAGEMENT_ENDPOINT; an https endpoint is called with
+// azidentity's DefaultAzureCredential (for example after `az login`), an http
+// one (a local emulator) without a credential. --emulator starts the embedded
+// emulator (bubblewrap sandbox) for the one command, or for the whole `shell`.
+// The session identifier comes from --session or AZSESSIONS_SESSION; when
+// neither is set a fresh one is made and printed on stderr so that the next
+// command can reuse the session.
+//
+// Exit status: 0 success, 1 the code ran and failed (status Failed or
+// Canceled), 2 usage error (bad flags or arguments, detected before any
+// request), 3 the service, the transport, the credential or a local file
+// failed.
+//
+// Every verb has --help with examples.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitCodeFailed = 1
+	exitUsage      = 2
+	exitService    = 3
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+	})
+	stop()
+	os.Exit(code)
+}
+
+// env is the outside world of one run.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// exitError carries an exit code and a message for stderr.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf is an error of the command line: exit status 2.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, e *env) int {
+	g := &globals{}
+	root := newFlagSet("azsessions", e.stderr)
+	g.register(root)
+	root.Usage = func() {}
+	if err := root.Parse(args); err != nil {
+		if errors.Is(err, errHelp) {
+			printOverview(e.stdout)
+			return exitOK
+		}
+		fmt.Fprintln(e.stderr, "Run 'azsessions --help' for usage.")
+		return exitUsage
+	}
+	rest := root.Args()
+	if len(rest) == 0 {
+		printOverview(e.stderr)
+		return exitUsage
+	}
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
+		return helpVerb(rest, e)
+	}
+	v, ok := verbByName(name)
+	if !ok {
+		fmt.Fprintf(e.stderr, "azsessions: unknown verb %q\n\n", name)
+		printOverview(e.stderr)
+		return exitUsage
+	}
+	return runVerb(ctx, v, g, rest, e)
+}
+
+// runVerb parses the verb's flags (the global flags are accepted there too),
+// runs it and maps its error to an exit status.
+func runVerb(ctx context.Context, v *verb, g *globals, args []string, e *env) int {
+	fs := newFlagSet("azsessions "+v.name, e.stderr)
+	g.register(fs)
+	run := v.flags(fs)
+	fs.Usage = func() {}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, errHelp) {
+			printVerbHelp(e.stdout, v, fs)
+			return exitOK
+		}
+		fmt.Fprintf(e.stderr, "Run 'azsessions %s --help' for usage.\n", v.name)
+		return exitUsage
+	}
+	c := &cli{globals: g, env: e, args: pos, verb: v}
+	defer c.close()
+	return c.exit(run(ctx, c))
+}
+
+// exit prints err (if any) and returns its exit status.
+func (c *cli) exit(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	if code != exitCodeFailed { // a failed program already showed its traceback
+		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, describe(err))
+	}
+	if code == exitUsage {
+		fmt.Fprintf(c.stderr, "Run 'azsessions %s --help' for usage.\n", c.verb.name)
+	}
+	return code
+}
