@@ -43,6 +43,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -147,7 +148,12 @@ func (c *cli) exit(err error) int {
 	}
 	code := exitCode(err)
 	if code != exitCodeFailed { // a failed program already showed its traceback
-		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, describe(err))
+		msg := describe(err)
+		if c.session != nil && c.session.Identifier() != "" {
+			// a service message may quote the identifier
+			msg = strings.ReplaceAll(msg, c.session.Identifier(), "<identifier>")
+		}
+		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
 	}
 	if code == exitUsage {
 		fmt.Fprintf(c.stderr, "Run 'azsessions %s --help' for usage.\n", c.verb.name)

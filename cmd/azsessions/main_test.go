@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/azsessionstest"
+	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/testenv"
+)
+
+// binary is the azsessions command built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "azsessions-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "azsessions")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the command:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// pngBytes stands for an image the code returns.
+var pngBytes = []byte("\x89PNG\r\n\x1a\nfake image bytes")
+
+// script answers like a tiny Python.
+func script(ctx context.Context, code string) emulator.ExecutionResult {
+	switch strings.TrimSpace(code) {
+	case "ok":
+		return emulator.ExecutionResult{Stdout: "hello\n", Value: json.RawMessage(`42`)}
+	case "text":
+		return emulator.ExecutionResult{Value: json.RawMessage(`"a string"`)}
+	case "none":
+		return emulator.ExecutionResult{Stdout: "only stdout"}
+	case "fail":
+		return emulator.ExecutionResult{Status: emulator.Failed, Stdout: "before\n", Stderr: "Traceback...\nZeroDivisionError: division by zero\n"}
+	case "image":
+		return emulator.ExecutionResult{Value: json.RawMessage(`{"type":"image","format":"png","base64_data":"` + base64.StdEncoding.EncodeToString(pngBytes) + `"}`)}
+	}
+	return emulator.ExecutionResult{Stdout: "ran: " + code + "\n"}
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the built command with env (and nothing else of the test's
+// environment but PATH and HOME) and stdin.
+func runCLI(t *testing.T, dir string, env []string, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// closedEndpoint is an http endpoint where nothing listens.
+func closedEndpoint(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return "http://" + addr + "/subscriptions/0/resourceGroups/r/sessionPools/p"
+}
+
+// TestExitCodes runs each verb against the fake pool and checks its exit
+// status and output.
+func TestExitCodes(t *testing.T) {
+	srv := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "code.py"), []byte("ok"), 0o644))
+	const id = "cli-test-1"
+	ep := "AZURE_POOL_MANAGEMENT_ENDPOINT=" + srv.Endpoint()
+	sess := "AZSESSIONS_SESSION=" + id
+
+	tests := []struct {
+		name     string
+		env      []string
+		stdin    string
+		args     []string
+		code     int
+		stdout   string // exact, unless empty
+		contains []string
+		absent   []string // in stdout+stderr
+	}{
+		{name: "exec argument", env: []string{ep, sess}, args: []string{"exec", "ok"}, code: 0, stdout: "hello\n42\n"},
+		{name: "exec string result unquoted", env: []string{ep, sess}, args: []string{"exec", "text"}, stdout: "a string\n"},
+		{name: "exec stdout without newline, no result", env: []string{ep, sess}, args: []string{"exec", "none"}, stdout: "only stdout"},
+		{name: "exec stdin", env: []string{ep, sess}, stdin: "ok", args: []string{"exec"}, stdout: "hello\n42\n"},
+		{name: "exec file", env: []string{ep, sess}, args: []string{"exec", "-f", "code.py"}, stdout: "hello\n42\n"},
+		{name: "exec flags after the code", env: []string{sess}, args: []string{"exec", "ok", "--endpoint", srv.Endpoint(), "--timeout", "30s"}, stdout: "hello\n42\n"},
+		{name: "exec global flags before the verb", args: []string{"--endpoint", srv.Endpoint(), "--session", id, "exec", "ok"}, stdout: "hello\n42\n"},
+		{name: "exec failed code", env: []string{ep, sess}, args: []string{"exec", "fail"}, code: 1, stdout: "before\n", contains: []string{"ZeroDivisionError"}},
+		{name: "exec json", env: []string{ep, sess}, args: []string{"exec", "--json", "ok"}, contains: []string{`"status": "Succeeded"`, `"executionResult": 42`}},
+		{name: "exec json failed", env: []string{ep, sess}, args: []string{"--json", "exec", "fail"}, code: 1, contains: []string{`"status": "Failed"`}},
+		{name: "exec image without --save-images", env: []string{ep, sess}, args: []string{"exec", "image"}, contains: []string{"png image", "--save-images"}},
+		{name: "exec fresh session printed", env: []string{ep}, args: []string{"exec", "ok"}, contains: []string{"new session ", "AZSESSIONS_SESSION="}},
+		{name: "exec empty code", env: []string{ep, sess}, args: []string{"exec"}, code: 2, contains: []string{"the code is empty"}},
+		{name: "exec two arguments", env: []string{ep, sess}, args: []string{"exec", "a", "b"}, code: 2},
+		{name: "exec bad timeout", env: []string{ep, sess}, args: []string{"exec", "--timeout", "1.5s", "ok"}, code: 2},
+		{name: "exec missing file", env: []string{ep, sess}, args: []string{"exec", "-f", "nope.py"}, code: 3},
+		{name: "no endpoint", env: []string{sess}, args: []string{"exec", "ok"}, code: 2, contains: []string{"AZURE_POOL_MANAGEMENT_ENDPOINT"}},
+		{name: "bad scheme", env: []string{sess}, args: []string{"--endpoint", "ftp://x/y", "exec", "ok"}, code: 2},
+		{name: "bad api-version", env: []string{ep, sess}, args: []string{"--api-version", "2020-01-01", "exec", "ok"}, code: 2},
+		{name: "invalid identifier", env: []string{ep}, args: []string{"--session", "bad id!", "exec", "ok"}, code: 2, contains: []string{"invalid session identifier"}},
+		{name: "unreachable", env: []string{sess}, args: []string{"--endpoint", closedEndpoint(t), "ls"}, code: 3, contains: []string{"could not reach the service"}, absent: []string{id}},
+		{name: "unknown verb", args: []string{"frobnicate"}, code: 2},
+		{name: "no verb", args: nil, code: 2},
+		{name: "unknown flag", args: []string{"ls", "--bogus"}, code: 2},
+		{name: "help", args: []string{"--help"}, contains: []string{"Exit status"}},
+		{name: "help verb", args: []string{"help", "upload"}, contains: []string{"Usage: azsessions upload", "Examples:"}},
+		{name: "metadata", env: []string{ep}, args: []string{"metadata"}}, // the scripted executor reports no runtimes; see TestEmulator
+		{name: "metadata json", env: []string{ep}, args: []string{"metadata", "--json"}, contains: []string{"{"}},
+		{name: "metadata legacy api-version", env: []string{ep}, args: []string{"--api-version", azsessions.APIVersion20240202Preview, "metadata"}, code: 2, contains: []string{"not supported"}},
+		{name: "sessions get without identifier", env: []string{ep}, args: []string{"sessions", "get"}, code: 2},
+		{name: "sessions unknown action", env: []string{ep}, args: []string{"sessions", "grow"}, code: 2},
+		{name: "sessions get", env: []string{ep}, args: []string{"sessions", "get", id}, contains: []string{id + "\tcreated "}},
+		{name: "sessions get json", env: []string{ep, sess}, args: []string{"sessions", "get", "--json"}, contains: []string{`"identifier": "` + id + `"`}},
+		{name: "sessions list", env: []string{ep}, args: []string{"sessions", "list"}, contains: []string{id}},
+		{name: "download missing", env: []string{ep, sess}, args: []string{"download", "missing.csv"}, code: 3, contains: []string{"404"}, absent: []string{id}},
+		{name: "download no argument", env: []string{ep, sess}, args: []string{"download"}, code: 2},
+		{name: "rm no argument", env: []string{ep, sess}, args: []string{"rm"}, code: 2},
+		{name: "upload missing local file", env: []string{ep, sess}, args: []string{"upload", "nope.csv"}, code: 3},
+		{name: "upload bad remote name", env: []string{ep, sess}, args: []string{"upload", "--name", "../x", "code.py"}, code: 2},
+	}
+	for _, v := range verbs {
+		tests = append(tests, struct {
+			name     string
+			env      []string
+			stdin    string
+			args     []string
+			code     int
+			stdout   string
+			contains []string
+			absent   []string
+		}{name: v.name + " --help", args: []string{v.name, "--help"}, contains: []string{"Usage: azsessions " + v.name, "Examples:"}})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, dir, tt.env, tt.stdin, tt.args...)
+			require.Equal(t, tt.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+			if tt.stdout != "" {
+				require.Equal(t, tt.stdout, r.stdout, "stderr: %s", r.stderr)
+			}
+			for _, s := range tt.contains {
+				require.Contains(t, r.stdout+r.stderr, s)
+			}
+			for _, s := range tt.absent {
+				require.NotContains(t, r.stdout+r.stderr, s)
+			}
+		})
+	}
+}
+
+// TestServiceError checks that a failing service gives exit status 3 with
+// the status and error code, and never the session identifier.
+func TestServiceError(t *testing.T) {
+	srv := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	const id = "secret-session-7"
+	srv.InjectFault(azsessionstest.RouteListFiles, azsessionstest.Fault{Status: 400, Code: "BadThings"}, 1)
+	r := runCLI(t, t.TempDir(), []string{"AZURE_POOL_MANAGEMENT_ENDPOINT=" + srv.Endpoint(), "AZSESSIONS_SESSION=" + id}, "", "ls")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "the service answered 400 Bad Request (BadThings)")
+	require.NotContains(t, r.stderr, id)
+}
+
+// TestFiles drives a file round trip: upload a file and a directory, list,
+// download (atomic, no clobbering, stdout), remove.
+func TestFiles(t *testing.T) {
+	srv := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	dir := t.TempDir()
+	env := []string{"AZURE_POOL_MANAGEMENT_ENDPOINT=" + srv.Endpoint(), "AZSESSIONS_SESSION=files-1"}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<17) // 2 MiB
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.bin"), data, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "set", "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "set", "a.csv"), []byte("a\n1\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "set", "sub", "b.csv"), []byte("b\n2\n"), 0o644))
+
+	cli := func(code int, stdin string, args ...string) result {
+		t.Helper()
+		r := runCLI(t, dir, env, stdin, args...)
+		require.Equal(t, code, r.code, "%v\nstdout: %s\nstderr: %s", args, r.stdout, r.stderr)
+		return r
+	}
+	r := cli(0, "", "upload", "big.bin", "set")
+	require.Equal(t, "/mnt/data/big.bin\t2097152 bytes\n/mnt/data/set/a.csv\t4 bytes\n/mnt/data/set/sub/b.csv\t4 bytes\n", r.stdout)
+	require.NotContains(t, r.stderr, "[#", "no progress bar when stderr is not a terminal")
+
+	r = cli(0, "", "upload", "--json", "--path", "inputs", "--name", "renamed.csv", "set/a.csv")
+	var up []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &up))
+	require.Len(t, up, 1)
+	require.Equal(t, "renamed.csv", up[0]["name"])
+
+	r = cli(0, "", "ls")
+	require.Contains(t, r.stdout, "     2097152  ")
+	require.Contains(t, r.stdout, "/mnt/data/big.bin\n")
+	require.Contains(t, r.stdout, "/mnt/data/set/\n")
+	require.NotContains(t, r.stdout, "b.csv")
+	r = cli(0, "", "ls", "--recursive", "--path", "set")
+	require.Contains(t, r.stdout, "/mnt/data/set/sub/b.csv\n")
+	r = cli(0, "", "ls", "-r", "--json")
+	var files []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &files))
+	require.Len(t, files, 7) // big.bin, set/, set/a.csv, set/sub/, set/sub/b.csv, inputs/, inputs/renamed.csv
+
+	cli(0, "", "download", "-o", "copy.bin", "big.bin")
+	got, err := os.ReadFile(filepath.Join(dir, "copy.bin"))
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.csv"), []byte("keep me"), 0o644))
+	r = cli(3, "", "download", "set/sub/b.csv")
+	require.Contains(t, r.stderr, "--force")
+	got, _ = os.ReadFile(filepath.Join(dir, "b.csv"))
+	require.Equal(t, "keep me", string(got))
+	cli(0, "", "download", "--force", "/mnt/data/set/sub/b.csv")
+	got, _ = os.ReadFile(filepath.Join(dir, "b.csv"))
+	require.Equal(t, "b\n2\n", string(got))
+
+	r = cli(0, "", "download", "-o", "-", "set/a.csv")
+	require.Equal(t, "a\n1\n", r.stdout)
+
+	srv.InjectFault(azsessionstest.RouteDownload, azsessionstest.Fault{ResetMidBody: true}, 10)
+	cli(3, "", "download", "-o", "partial.bin", "big.bin")
+	_, err = os.Stat(filepath.Join(dir, "partial.bin"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a cut download leaves no file")
+	srv.ClearFaults()
+
+	cli(0, "", "rm", "big.bin", "set/a.csv")
+	r = cli(0, "", "ls", "-r")
+	require.NotContains(t, r.stdout, "big.bin")
+	require.NotContains(t, r.stdout, "a.csv")
+	cli(3, "", "rm", "big.bin")
+
+	// exec --save-images never overwrites
+	cli(0, "", "exec", "--save-images", "plots", "image")
+	cli(0, "", "exec", "--save-images", "plots", "image")
+	for _, n := range []string{"image-1.png", "image-2.png"} {
+		got, err := os.ReadFile(filepath.Join(dir, "plots", n))
+		require.NoError(t, err)
+		require.Equal(t, pngBytes, got)
+	}
+
+	// sessions delete ends the session: its files are gone
+	cli(0, "", "sessions", "delete")
+	r = cli(0, "", "ls", "-r")
+	require.Empty(t, r.stdout)
+}
+
+// TestEmulator runs the command with the embedded sandboxed emulator: real
+// Python, an image result, and a shell whose state persists.
+func TestEmulator(t *testing.T) {
+	testenv.NeedSandbox(t, "matplotlib")
+	dir := t.TempDir()
+	r := runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "--save-images", "out",
+		"import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nprint('plotted')\nplt.gcf()")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "plotted\n", r.stdout)
+	png, err := os.ReadFile(filepath.Join(dir, "out", "image-1.png"))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+
+	r = runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "metadata")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "runtime\tpython 3.")
+	require.Contains(t, r.stdout, "package\tmatplotlib ")
+
+	r = runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "ZeroDivisionError")
+
+	script := "x = 6 * 7\nfor i in range(2):\n    print('loop', i)\n\n" +
+		"open('/mnt/data/out.txt', 'w').write(str(x))\n" +
+		"%ls\n%download out.txt\n%exec 'x + 1'\n1/0\nprint('still here')\n"
+	r = runCLI(t, dir, nil, script, "--emulator", "--python", testenv.Python, "shell")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "loop 0\nloop 1\n2\n           2  ", r.stdout[:len("loop 0\nloop 1\n2\n           2  ")])
+	require.Contains(t, r.stdout, "/mnt/data/out.txt\n")
+	require.Contains(t, r.stdout, "out.txt\t2 bytes\n43\nstill here\n")
+	require.Contains(t, r.stderr, "ZeroDivisionError")
+	got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "42", string(got))
+}
