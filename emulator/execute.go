@@ -178,7 +178,7 @@ func (h *Handler) execute(c *call) *apiError {
 	}
 	s.execMu.Unlock()
 	if !known {
-		h.hold(s)
+		h.pool.hold(s)
 		h.wg.Add(1)
 		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputMaxLength: ep.outputMax}, ep.outputMax)
 	}
@@ -199,9 +199,9 @@ func (h *Handler) execute(c *call) *apiError {
 // run executes e on the session's kernel after the executions queued before it.
 func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax int) {
 	defer h.wg.Done()
-	defer close(e.done)      // third: the answer goes out after the release
-	defer h.release(s, true) // second
-	defer func() {           // first: the code is no longer held
+	defer close(e.done)           // third: the answer goes out after the release
+	defer h.pool.release(s, true) // second
+	defer func() {                // first: the code is no longer held
 		s.execMu.Lock()
 		s.pending--
 		s.execMu.Unlock()

@@ -200,8 +200,7 @@ type Handler struct {
 	closed chan struct{}
 	once   sync.Once
 
-	mu       sync.Mutex
-	sessions map[string]*session
+	pool *pool
 
 	statsMu  sync.Mutex
 	total    int64
@@ -269,9 +268,9 @@ func NewHandler(opt Options) (*Handler, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		closed:   make(chan struct{}),
-		sessions: map[string]*session{},
 		perIdent: map[string]int64{},
 	}
+	h.pool = newPool(ctx, opt.Executor, opt)
 	h.wg.Add(1)
 	go h.janitor()
 	return h, nil
@@ -290,16 +289,9 @@ func (h *Handler) Close() error {
 	h.once.Do(func() {
 		close(h.closed)
 		h.cancel()
-		h.mu.Lock()
-		var gone []*session
-		for _, s := range h.sessions {
-			gone = h.removeLocked(s, gone)
-		}
-		h.mu.Unlock()
+		closeErr := h.pool.closeAll()
 		h.wg.Wait()
-		errs := []error{closeKernels(gone)}
-		errs = append(errs, h.exec.Close())
-		err = errors.Join(errs...)
+		err = errors.Join(closeErr, h.exec.Close())
 	})
 	return err
 }
@@ -324,9 +316,7 @@ func (h *Handler) Stats() Stats {
 		st.ByIdentifier[k] = v
 	}
 	h.statsMu.Unlock()
-	h.mu.Lock()
-	st.Sessions = len(h.sessions)
-	h.mu.Unlock()
+	st.Sessions = h.pool.len()
 	return st
 }
 
@@ -551,8 +541,9 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 			writeError(w, badRequest("%s", err.Error()))
 			return rt
 		}
-		s, aerr := h.acquire(c.ident, rt.scope == scopeCreate)
-		if aerr != nil {
+		s, err := h.pool.acquire(c.ident, rt.scope == scopeCreate)
+		if err != nil {
+			aerr := h.poolError(err)
 			if rt.scope == scopeExisting && aerr.code == wire.CodeSessionWithIdentifierNotFound && rt.missing != nil {
 				aerr = rt.missing
 			}
@@ -560,7 +551,7 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 			return rt
 		}
 		var once sync.Once
-		release := func() { once.Do(func() { h.release(s, false) }) }
+		release := func() { once.Do(func() { h.pool.release(s, false) }) }
 		w.beforeAnswer = release
 		defer release()
 		c.sess = s
@@ -573,6 +564,18 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 
 // authorized says whether r carries a bearer token that RequireToken accepts:
 // any non-empty one, or exactly Options.Token when it is set.
+// poolError is the service's answer to an error of pool.acquire.
+func (h *Handler) poolError(err error) *apiError {
+	switch {
+	case errors.Is(err, errSessionNotFound):
+		return errorf(http.StatusBadRequest, wire.CodeSessionWithIdentifierNotFound, "no session with this identifier exists in the pool (it may have expired)")
+	case errors.Is(err, errPoolFull):
+		return errorf(http.StatusNotFound, CodePoolFull, "the session pool is full: no more sessions are being allocated (max %d)", h.opt.MaxSessions)
+	default:
+		return internal("starting the session's interpreter failed")
+	}
+}
+
 func (h *Handler) authorized(r *http.Request) bool {
 	a := r.Header.Get("Authorization")
 	if len(a) <= len("Bearer ") || !strings.EqualFold(a[:len("Bearer ")], "Bearer ") {

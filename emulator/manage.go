@@ -13,21 +13,13 @@ import (
 // getSession serves GET session: {identifier, createdAt, lastAccessedAt,
 // expireAt, etag}. Like every call it slides lastAccessedAt.
 func (h *Handler) getSession(c *call) *apiError {
-	h.mu.Lock()
-	v := h.sessionViewLocked(c.sess)
-	h.mu.Unlock()
-	writeJSON(c.w, http.StatusOK, v)
+	writeJSON(c.w, http.StatusOK, h.pool.view(c.sess))
 	return nil
 }
 
 // endSession removes the call's session; its kernel and files go once the
 // last request or execution holding it ends (running executions are canceled).
-func (h *Handler) endSession(c *call) {
-	h.mu.Lock()
-	gone := h.removeLocked(c.sess, nil)
-	h.mu.Unlock()
-	closeKernels(gone)
-}
+func (h *Handler) endSession(c *call) { h.pool.end(c.sess) }
 
 // deleteSession serves DELETE session: 204.
 func (h *Handler) deleteSession(c *call) *apiError {
@@ -65,21 +57,7 @@ func (h *Handler) listSessions(c *call) *apiError {
 		}
 		skip = n
 	}
-	now := h.opt.Now()
-	h.mu.Lock()
-	gone := h.sweepLocked(now, nil)
-	all := make([]wire.Session, 0, len(h.sessions))
-	for _, s := range h.sessions {
-		all = append(all, h.sessionViewLocked(s))
-	}
-	h.mu.Unlock()
-	closeKernels(gone)
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].CreatedAt.Equal(*all[j].CreatedAt) {
-			return all[i].CreatedAt.Before(*all[j].CreatedAt)
-		}
-		return all[i].Identifier < all[j].Identifier
-	})
+	all := h.pool.list()
 	body := sessionListBody{Sessions: []wire.Session{}}
 	if skip < len(all) {
 		end := min(skip+h.opt.ListSessionsPageSize, len(all))
