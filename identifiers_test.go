@@ -2,8 +2,10 @@ package azsessions
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
-	"strings"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -13,31 +15,34 @@ import (
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
-// allowedIdentifiers returns identifiers made of every character the
-// version's rule (internal/wire/version.go) allows.
-func allowedIdentifiers(version string) []string {
-	switch version {
-	case APIVersion20241002Preview, APIVersion20250202Preview:
-		return []string{"ABCXYZabcxyz0189_-", "a", "_", "-", strings.Repeat("x", 256)}
-	case APIVersion20251002Preview:
-		return []string{
-			"ABCXYZabcxyz0189_|{}[]:\";'<>?/.,@#$%^&*()-+=!~`",
-			"a/b?c=d&identifier=e#f", // looks like URL syntax
-			"%41%2F%zz",              // looks percent-encoded
-			"+++=",
-			"abcd",
-			strings.Repeat("z", 128),
-		}
-	default: // legacy
-		return []string{"ABCXYZabcxyz0189|-&^%$#(){}[];<>", "a&b$c", "%20%", "#;#;", strings.Repeat("q", 128)}
-	}
+// identifierTable is testdata/identifiers.json: the service's identifier
+// rule (the spec's pattern, one for every api-version) as valid and invalid
+// examples. The emulator's tests use the same table.
+type identifierTable struct {
+	Pattern string   `json:"pattern"`
+	Valid   []string `json:"valid"`
+	Invalid []string `json:"invalid"`
 }
+
+func loadIdentifierTable(t *testing.T) identifierTable {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "identifiers.json"))
+	require.NoError(t, err)
+	var tab identifierTable
+	require.NoError(t, json.Unmarshal(b, &tab))
+	require.Equal(t, wire.IdentifierPattern, tab.Pattern, "the table and internal/wire must state the same rule")
+	return tab
+}
+
+// allowedIdentifiers returns the valid identifiers of the shared table
+// (every api-version has the same rule).
+func allowedIdentifiers(t *testing.T, _ string) []string { return loadIdentifierTable(t).Valid }
 
 // TestIdentifierRoundTrip sends every operation with identifiers made of
 // every allowed character and checks the server sees them exactly.
 func TestIdentifierRoundTrip(t *testing.T) {
 	for _, version := range allVersions {
-		for _, id := range allowedIdentifiers(version) {
+		for _, id := range allowedIdentifiers(t, version) {
 			require.NoError(t, wire.ValidateIdentifier(version, id), "%s %q", version, id)
 			t.Run(version+"/"+id, func(t *testing.T) {
 				p := setup(t, version, withCredential())
@@ -67,15 +72,9 @@ func TestIdentifierRoundTrip(t *testing.T) {
 // rejects identifiers outside the version's rule before any I/O, with an
 // error that does not repeat the identifier.
 func TestInvalidIdentifierBeforeIO(t *testing.T) {
-	invalid := map[string][]string{
-		APIVersion20240202Preview: {"", "xq7", strings.Repeat("q", 129), "has space", "dot.ted", "slash/x", "ünïcode", "back`tick", "under_score", "plus+plus"},
-		APIVersion20241002Preview: {"", strings.Repeat("q", 257), "has space", "pipe|x", "amp&x", "ünïcode", "slash/x", "semi;colon"},
-		APIVersion20251002Preview: {"", "xq7", strings.Repeat("q", 129), "has space", "tab\tx", "new\nline", "ünïcode", "back\\slash", "nul\x00x"},
-	}
-	invalid[APIVersion20240802Preview] = invalid[APIVersion20240202Preview]
-	invalid[APIVersion20250202Preview] = invalid[APIVersion20241002Preview]
+	invalid := loadIdentifierTable(t).Invalid
 	for _, version := range allVersions {
-		for _, id := range invalid[version] {
+		for _, id := range invalid {
 			require.Error(t, wire.ValidateIdentifier(version, id), "%s %q", version, id)
 			t.Run(version+"/"+id, func(t *testing.T) {
 				p := setup(t, version)

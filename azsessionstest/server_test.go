@@ -217,7 +217,7 @@ func TestDefaultExecutor(t *testing.T) {
 		{"print('hello', 1 + 2.5)", "Succeeded", "hello 3.5\n", `""`, ""},
 		{"import math\n# comment\na = 2 ** 10\na // 3", "Succeeded", "", "341", ""},
 		{"'a' + \"b\"", "Succeeded", "", `"ab"`, ""},
-		{"None", "Succeeded", "", "null", ""},
+		{"None", "Succeeded", "", `""`, ""}, // None is "" (spec example CodeExecution_Execute_Result_None.json)
 		{"7 / 2", "Succeeded", "", "3.5", ""},
 		{"-7 // 2", "Succeeded", "", "-4", ""},
 		{"print(1)\nraise ValueError('bad')", "Failed", "1\n", `""`, "ValueError: bad"},

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
@@ -29,6 +30,7 @@ const killGrace = 10 * time.Second
 type execution struct {
 	id       string
 	async    bool
+	jupyter  bool              // returnJupyterFormatExecutionResult
 	codeHash [sha256.Size]byte // of the code, to tell a reused operation-id with other code
 	done     chan struct{}
 
@@ -48,6 +50,7 @@ type execParams struct {
 	async     bool
 	timeout   time.Duration
 	outputMax int
+	jupyter   bool
 }
 
 // parseExecute decodes and checks the body of POST code/execute or POST executions.
@@ -59,6 +62,7 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 	}
 	var p wire.LegacyExecuteProperties
 	var outMax *int32
+	var jupyter bool
 	if c.feat.Legacy {
 		var req wire.LegacyExecuteRequest
 		if err := json.Unmarshal(body, &req); err != nil {
@@ -73,21 +77,29 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 		if err := json.Unmarshal(body, &req); err != nil {
 			return execParams{}, jsonError(err, "the request body")
 		}
+		fields := body
 		if len(req.Properties) > 0 && !bytes.Equal(req.Properties, []byte("null")) {
-			if c.feat.OutputStreamsMaxLength { // 2025-10-02-preview rejects the legacy wrapper
+			if c.feat.ExecutionOptions { // 2025-10-02-preview rejects the legacy wrapper
 				return execParams{}, errorf(http.StatusBadRequest, wire.CodeSessionPropertiesMissing, "api-version %s takes a flat body; the {\"properties\":{...}} wrapper is not accepted", c.version)
 			}
 			if err := json.Unmarshal(req.Properties, &p); err != nil {
 				return execParams{}, jsonError(err, "the properties object")
 			}
+			fields = req.Properties
 		} else {
 			p = wire.LegacyExecuteProperties{CodeInputType: req.CodeInputType, ExecutionType: req.ExecutionType, Code: req.Code, TimeoutInSeconds: req.TimeoutInSeconds}
 			if c.feat.OutputStreamsMaxLength {
 				outMax = req.OutputStreamsMaxLength
 			}
+			if c.feat.ExecutionOptions {
+				jupyter = isTrue(req.ReturnJupyterFormatExecutionResult) || isTrue(req.ReturnJupyterFormat)
+			}
+		}
+		if aerr := checkExecuteFields(c.feat, fields); aerr != nil {
+			return execParams{}, aerr
 		}
 	}
-	ep := execParams{code: p.Code, outputMax: h.opt.OutputMaxLength}
+	ep := execParams{code: p.Code, outputMax: h.opt.OutputMaxLength, jupyter: jupyter}
 	switch {
 	case p.ExecutionType == "" || strings.EqualFold(p.ExecutionType, wire.ExecutionSynchronous):
 	case strings.EqualFold(p.ExecutionType, wire.ExecutionAsynchronous):
@@ -126,6 +138,55 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 		}
 	}
 	return ep, nil
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// requiredExecuteFields are the required fields of SessionCodeExecutionRequest
+// on 2024-10-02-preview and 2025-02-02-preview (the regenerated swaggers
+// preview/2024-10-02-preview/DynamicSessions.json @ 1230c993 and
+// preview/2025-02-02-preview/DynamicSessions.json @ ca2bc853). The
+// 2025-10-02-preview swagger requires only timeoutInSeconds, and a live call
+// without it still answered 200 (api.md §4.3), so 2025-10-02-preview requires
+// nothing.
+var requiredExecuteFields = []string{"codeInputType", "executionType", "code", "timeoutInSeconds"}
+
+// shellFields are the request fields of Shell pools (2025-10-02-preview
+// swagger: "Only available for a `Shell` typed session pool"; LangChain's
+// Bash tool sends shellCommand with 2025-02-02-preview). The emulator is a
+// Python (PythonLTS) pool.
+var shellFields = []string{"shellCommand", "execCommandAndArgs", "stdin"}
+
+// checkExecuteFields answers 400 SessionRequestValidationFailed for a body
+// (or the inside of its properties wrapper) that lacks a required field of
+// its api-version or carries a Shell-pool field. A field set to null counts
+// as missing.
+func checkExecuteFields(f wire.Features, body []byte) *apiError {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return badRequest("the request body must be a JSON object")
+	}
+	present := func(k string) bool { v, ok := m[k]; return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+	var missing, shell []string
+	if !f.ExecutionOptions {
+		for _, k := range requiredExecuteFields {
+			if !present(k) {
+				missing = append(missing, k)
+			}
+		}
+	}
+	for _, k := range shellFields {
+		if present(k) {
+			shell = append(shell, k)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return badRequest("the request is missing the required field(s) %s", strings.Join(missing, ", "))
+	case len(shell) > 0:
+		return badRequest("%s: only Shell session pools take these fields; this pool runs Python", strings.Join(shell, ", "))
+	}
+	return nil
 }
 
 // jsonError is the 400 answer to a body that does not decode: it names the
@@ -173,7 +234,7 @@ func (h *Handler) execute(c *call) *apiError {
 			return errorf(http.StatusTooManyRequests, CodeTooManyRequests, "the session already has %d executions waiting; retry after the running ones end", h.opt.MaxQueuedExecutions)
 		}
 		s.pending++
-		e = &execution{id: id, async: ep.async, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
+		e = &execution{id: id, async: ep.async, jupyter: ep.jupyter, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
 		s.recordLocked(e, h.opt.MaxRecordedBytes)
 	}
 	s.execMu.Unlock()
@@ -184,7 +245,7 @@ func (h *Handler) execute(c *call) *apiError {
 	}
 	h.setOperationHeaders(c, id)
 	if ep.async {
-		h.writeExecution(c, e, http.StatusAccepted)
+		h.writeExecution(c, e, c.feat.ExecuteStatus)
 		return nil
 	}
 	select {
@@ -247,9 +308,9 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax 
 		return
 	}
 	var trunc bool
-	res.Stdout, trunc = truncateChars(res.Stdout, outputMax)
+	res.Stdout, trunc = truncateBytes(res.Stdout, outputMax)
 	res.StdoutTruncated = res.StdoutTruncated || trunc
-	res.Stderr, trunc = truncateChars(res.Stderr, outputMax)
+	res.Stderr, trunc = truncateBytes(res.Stderr, outputMax)
 	res.StderrTruncated = res.StderrTruncated || trunc
 	status := wire.StatusSucceeded
 	switch res.Status {
@@ -261,19 +322,55 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax 
 	finish(status, res, false)
 }
 
-// truncateChars cuts s to n characters (runes).
-func truncateChars(s string, n int) (string, bool) {
+// truncateBytes cuts s to at most n bytes at a UTF-8 character boundary: the
+// service caps stdout and stderr at 4096 bytes (measured by the LangChain
+// maintainers on a live pool: langchain-ai/langchain-azure
+// libs/azure-compute/langchain_azure_compute/dynamic_sessions/backends/_shell.py,
+// commit e480291c). Cutting at a boundary (rather than inside a character) is
+// the emulator's guess.
+func truncateBytes(s string, n int) (string, bool) {
 	if n <= 0 || len(s) <= n {
 		return s, false
 	}
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos], true
-		}
-		i++
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
 	}
-	return s, false
+	return s[:cut], true
+}
+
+// executionValue is the executionResult (or legacy result) of a finished
+// execution, following the spec examples of 2025-10-02-preview
+// (CodeExecution_Execute_Result_*.json):
+//
+//	cell                      default      returnJupyterFormatExecutionResult
+//	print(7*9) (no value)     ""           ""  (emulator's guess)
+//	a = None;a                ""           null
+//	a = float('nan');a        null         "nan"
+//	a = "nan";a               "nan"        "'nan'"
+//
+// Other values: numbers, booleans and strings as JSON; anything else as its
+// text/plain form from IPython's display formatter, a long list broken over
+// lines (AutoGen's ACADynamicSessionsCodeExecutor parses that form); with
+// returnJupyterFormatExecutionResult every value but None as its text/plain
+// string (the swagger names primitives only; that non-primitives do the same
+// is the emulator's guess). An image stays the image object in both modes
+// (guess).
+func executionValue(res ExecutionResult, jupyter bool) json.RawMessage {
+	v := res.Value
+	if len(v) == 0 {
+		v = json.RawMessage(`""`)
+	}
+	if jupyter && res.Text != nil {
+		b, err := json.Marshal(*res.Text)
+		if err == nil {
+			return b
+		}
+	}
+	if !jupyter && res.Text == nil && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return json.RawMessage(`""`) // None
+	}
+	return v
 }
 
 // getExecution serves GET executions/{id}.
@@ -310,10 +407,7 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 	e.mu.Lock()
 	st, res, kerr := e.status, e.res, e.kerr
 	e.mu.Unlock()
-	value := res.Value
-	if len(value) == 0 {
-		value = json.RawMessage(`""`)
-	}
+	value := executionValue(res, e.jupyter)
 	ms := res.Duration.Milliseconds()
 	if c.feat.Legacy {
 		// The legacy service answers "" for a cell whose value is None and
@@ -322,8 +416,6 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 		if st != wire.StatusSucceeded {
 			word = wire.LegacyFailure
 			value = json.RawMessage("null")
-		} else if string(value) == "null" {
-			value = json.RawMessage(`""`)
 		}
 		writeJSON(c.w, status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
 			ID: "2", Status: word, Stdout: res.Stdout, Stderr: res.Stderr, Result: value, ExecutionTimeInMilliseconds: &ms,
@@ -339,10 +431,17 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 		out.Result = &wire.ExecuteResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionResult: value, ExecutionTimeInMilliseconds: &ms}
 		switch {
 		case res.TimedOut:
-			out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: "ExecutionTimeout", Message: "the execution passed its timeout"}}
+			out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeExecutionTimeout, Message: "the execution timed out"}}
 		case kerr:
 			out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeInternal, Message: "the interpreter failed"}}
 		}
 	}
 	writeJSON(c.w, status, out)
 }
+
+// CodeExecutionTimeout is the error code in the error field of an execution
+// that passed its timeout (status Failed, the stderr ending in a
+// "TimeoutError: ..." line). No public source shows the service's code; the
+// in-container code interpreter documentation lists an execution error named
+// "Timeout" (api.md §4.3), which the emulator uses.
+const CodeExecutionTimeout = "Timeout"

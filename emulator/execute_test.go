@@ -42,7 +42,8 @@ func TestExecuteLegacyShape(t *testing.T) {
 				require.Nil(t, p["result"], "a failure's result is null, as in the walkthrough")
 
 				// A None value is "" on the legacy contract (the walkthrough's
-				// print(...) and to_csv(...) cells), null on the new one.
+				// print(...) and to_csv(...) cells), as on the new one
+				// (CodeExecution_Execute_Result_None.json).
 				r = e.postJSON(route, qv(v, "sess-legacy"), map[string]any{"properties": map[string]any{"code": "value:null"}}, nil)
 				p = r.json(t)["properties"].(map[string]any)
 				require.Equal(t, wire.LegacySuccess, p["status"])
@@ -85,21 +86,20 @@ func TestExecuteNewShape(t *testing.T) {
 			require.Equal(t, http.StatusOK, g.status)
 			require.Equal(t, m, g.json(t))
 
-			// null result, Failed status.
-			r = e.postJSON("executions", qv(v, "sess-new"), map[string]any{"code": "value:null\nfail", "timeoutInSeconds": 60}, nil)
+			// None (null from the kernel) is "", Failed status.
+			r = e.postJSON("executions", qv(v, "sess-new"), execBody("value:null\nfail"), nil)
 			m = r.json(t)
 			require.Equal(t, wire.StatusFailed, m["status"])
-			require.Nil(t, m["result"].(map[string]any)["executionResult"])
-			require.Contains(t, m["result"].(map[string]any), "executionResult")
+			require.Equal(t, "", m["result"].(map[string]any)["executionResult"])
 
 			// base64 input.
-			r = e.postJSON("executions", qv(v, "sess-new"), map[string]any{"codeInputType": "InlineBase64", "code": base64.StdEncoding.EncodeToString([]byte("print:b64")), "timeoutInSeconds": 60}, nil)
+			r = e.postJSON("executions", qv(v, "sess-new"), execBody(base64.StdEncoding.EncodeToString([]byte("print:b64")), "codeInputType", "InlineBase64"), nil)
 			require.Equal(t, "b64\n", r.json(t)["result"].(map[string]any)["stdout"])
 
 			// Invalid enums.
-			r = e.postJSON("executions", qv(v, "sess-new"), map[string]any{"executionType": "later", "code": "x"}, nil)
+			r = e.postJSON("executions", qv(v, "sess-new"), execBody("x", "executionType", "later"), nil)
 			requireError(t, r, http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
-			r = e.postJSON("executions", qv(v, "sess-new"), map[string]any{"codeInputType": "file", "code": "x"}, nil)
+			r = e.postJSON("executions", qv(v, "sess-new"), execBody("x", "codeInputType", "file"), nil)
 			requireError(t, r, http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
 			r = e.do(http.MethodPost, e.url("executions", qv(v, "sess-new")), strings.NewReader("{not json"), nil)
 			requireError(t, r, http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
@@ -109,7 +109,7 @@ func TestExecuteNewShape(t *testing.T) {
 
 func TestExecutePropertiesWrapper(t *testing.T) {
 	e := newEnv(t, emulator.Options{})
-	body := map[string]any{"properties": map[string]any{"codeInputType": "inline", "executionType": "synchronous", "code": "print:wrapped", "identifier": "sess-wrap"}}
+	body := map[string]any{"properties": map[string]any{"codeInputType": "inline", "executionType": "synchronous", "code": "print:wrapped", "timeoutInSeconds": 100, "identifier": "sess-wrap"}}
 	for _, v := range newVersions {
 		t.Run(v, func(t *testing.T) {
 			r := e.postJSON("executions", qv(v, "sess-wrap"), body, nil)
@@ -143,7 +143,7 @@ func TestExecuteTimeout(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.status)
 			m := r.json(t)
 			require.Equal(t, wire.StatusFailed, m["status"])
-			require.Equal(t, "ExecutionTimeout", m["error"].(map[string]any)["error"].(map[string]any)["code"])
+			require.Equal(t, emulator.CodeExecutionTimeout, m["error"].(map[string]any)["error"].(map[string]any)["code"])
 			// The session still works.
 			require.Equal(t, "ok\n", e.stdout(wire.V20251002Preview, "sess-timeout", "print:ok"))
 		})
@@ -153,21 +153,22 @@ func TestExecuteTimeout(t *testing.T) {
 func TestExecuteOutputTruncation(t *testing.T) {
 	e := newEnv(t, emulator.Options{OutputMaxLength: 5})
 	long := "ééééééééé" // 9 characters, 18 bytes
+	// The cap counts bytes (the service's 4096 was measured in bytes) and
+	// cuts at a character boundary: 5 bytes hold two "é".
 	for _, v := range append(append([]string{}, legacyVersions...), newVersions...) {
 		t.Run(v, func(t *testing.T) {
-			require.Equal(t, "ééééé", e.stdout(v, "sess-trunc", "print:"+long)[:len("ééééé")])
-			require.Len(t, []rune(e.stdout(v, "sess-trunc", "print:"+long)), 5)
+			require.Equal(t, "éé", e.stdout(v, "sess-trunc", "print:"+long))
 		})
 	}
 	t.Run("outputStreamsMaxLength on 2025-10", func(t *testing.T) {
-		r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-trunc"), map[string]any{"code": "print:" + long + "\nstderr:" + long, "timeoutInSeconds": 60, "outputStreamsMaxLength": 3}, nil)
+		r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-trunc"), map[string]any{"code": "print:ab" + long + "\nstderr:a" + long, "timeoutInSeconds": 60, "outputStreamsMaxLength": 4}, nil)
 		res := r.json(t)["result"].(map[string]any)
-		require.Equal(t, "ééé", res["stdout"])
-		require.Equal(t, "ééé", res["stderr"])
+		require.Equal(t, "abé", res["stdout"])
+		require.Equal(t, "aé", res["stderr"], "never half a character")
 	})
 	t.Run("outputStreamsMaxLength ignored before 2025-10", func(t *testing.T) {
-		r := e.postJSON("executions", qv(wire.V20250202Preview, "sess-trunc"), map[string]any{"code": "print:" + long, "timeoutInSeconds": 60, "outputStreamsMaxLength": 3}, nil)
-		require.Len(t, []rune(r.json(t)["result"].(map[string]any)["stdout"].(string)), 5)
+		r := e.postJSON("executions", qv(wire.V20250202Preview, "sess-trunc"), execBody("print:"+long, "outputStreamsMaxLength", 3), nil)
+		require.Equal(t, "éé", r.json(t)["result"].(map[string]any)["stdout"])
 	})
 }
 
@@ -176,7 +177,7 @@ func TestExecuteAsync(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			e := newEnv(t, emulator.Options{})
 			r := e.postJSON("executions", qv(v, "sess-async"), map[string]any{"codeInputType": "Inline", "executionType": "asynchronous", "code": "wait:go\nprint:done", "timeoutInSeconds": 60}, map[string]string{"operation-id": "async-1"})
-			require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 			require.Equal(t, "async-1", r.header.Get("operation-id"))
 			m := r.json(t)
 			require.Equal(t, map[string]any{"id": "async-1", "identifier": "sess-async", "executionType": "Asynchronous", "status": "Running"}, m)

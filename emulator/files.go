@@ -1,11 +1,15 @@
 package emulator
 
 import (
+	"container/heap"
+	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
 	"mime"
+	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"sort"
@@ -95,14 +99,36 @@ func contentType(name string) string {
 	return "application/octet-stream"
 }
 
-// newFile builds the SessionResourceFile of a file; dir is its directory as
-// reported in the directory field (2025-10-02-preview only).
-func newFile(c *call, name, dir string, fi fs.FileInfo) wire.File {
+// fileForm says where a SessionResourceFile is answered.
+type fileForm int
+
+const (
+	formSingle    fileForm = iota // upload, GET files/{name}
+	formListed                    // a listing
+	formRecursive                 // a recursive listing
+)
+
+// newFile builds the SessionResourceFile of a file, in the shape of the spec
+// examples of the request's api-version: dir is its directory as reported in
+// the directory field, which only listings on 2025-10-02-preview carry
+// (SessionResourceFiles_List.json and _List_Recursive.json have it;
+// SessionResourceFiles_Get.json and _Upload.json do not). A directory is
+// {name, type, lastModifiedAt} before 2025-10-02-preview and has contentType
+// application/octet-stream and its size from then on; its type is
+// "directory" in recursive listings and "Directory" elsewhere, as in the
+// examples.
+func newFile(c *call, name, dir string, fi fs.FileInfo, form fileForm) wire.File {
 	f := wire.File{Name: name, Type: wire.FileTypeFile, ContentType: contentType(name), SizeInBytes: fi.Size(), LastModifiedAt: fi.ModTime().UTC()}
 	if fi.IsDir() {
 		f.Type, f.ContentType = wire.FileTypeDirectory, "application/octet-stream"
+		if form == formRecursive {
+			f.Type = wire.FileTypeDirectoryRecursive
+		}
+		if !c.feat.Recursive {
+			f.ContentType, f.OmitSize = "", true
+		}
 	}
-	if c.feat.Recursive {
+	if c.feat.Recursive && form != formSingle {
 		f.Directory = &dir
 	}
 	return f
@@ -157,6 +183,12 @@ type walker struct {
 	recursive  bool
 	filesOnly  bool
 	maxEntries int
+	// pageSize > 0 makes a paged listing (the executions contract): it keeps
+	// only the pageSize+1 smallest paths after the path after, in page, and is
+	// bounded by pageSize instead of maxEntries.
+	pageSize int
+	after    string
+	page     entryHeap
 
 	out       []entry
 	seen      int // entries listed and directories entered
@@ -175,6 +207,46 @@ func (w *walker) count(rel string) error {
 		return errWalkLimit
 	}
 	return nil
+}
+
+// add lists one entry: into out, charged against the bounds, or, in a paged
+// listing, into page when it sorts after the continuation point and among
+// the first pageSize+1.
+func (w *walker) add(rel string, fi fs.FileInfo) error {
+	if w.pageSize <= 0 {
+		if err := w.count(rel); err != nil {
+			return err
+		}
+		w.out = append(w.out, entry{rel, fi})
+		return nil
+	}
+	if rel <= w.after || (len(w.page) > w.pageSize && rel >= w.page[0].rel) {
+		return nil
+	}
+	heap.Push(&w.page, entry{rel, fi})
+	w.pathBytes += len(rel)
+	if len(w.page) > w.pageSize+1 {
+		w.pathBytes -= len(heap.Pop(&w.page).(entry).rel)
+	}
+	if w.pathBytes > maxListPathBytes {
+		w.tooLarge = true
+		return errWalkLimit
+	}
+	return nil
+}
+
+// entryHeap is a max-heap of entries by path.
+type entryHeap []entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].rel > h[j].rel }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *entryHeap) Push(x any)        { *h = append(*h, x.(entry)) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 // walk lists dir (relative to the root) into w.out, unsorted. Symlinks are
@@ -222,11 +294,10 @@ func (w *walker) walkDir(r *os.Root, dir string, depth int) error {
 			switch {
 			case fi.IsDir():
 				if !w.filesOnly {
-					if err := w.count(rel); err != nil {
+					if err := w.add(rel, fi); err != nil {
 						f.Close()
 						return err
 					}
-					w.out = append(w.out, entry{rel, fi})
 				}
 				if w.recursive && !link && fi.Mode().Type() == fs.ModeDir {
 					if w.filesOnly { // a directory to enter counts as an entry
@@ -238,11 +309,10 @@ func (w *walker) walkDir(r *os.Root, dir string, depth int) error {
 					subdirs = append(subdirs, name)
 				}
 			case fi.Mode().IsRegular():
-				if err := w.count(rel); err != nil {
+				if err := w.add(rel, fi); err != nil {
 					f.Close()
 					return err
 				}
-				w.out = append(w.out, entry{rel, fi})
 			}
 		}
 		if rerr == io.EOF {
@@ -278,10 +348,12 @@ func (w *walker) walkDir(r *os.Root, dir string, depth int) error {
 }
 
 // list lists dir for c: it answers 400 FileListTooLarge over the bounds and
-// stops when the client goes away or the session ends.
-func (h *Handler) list(c *call, root *os.Root, dir string, recursive, filesOnly bool) ([]entry, *apiError) {
+// stops when the client goes away or the session ends. With pageSize > 0 it
+// returns at most pageSize entries sorting after after, and more is true
+// when others follow.
+func (h *Handler) list(c *call, root *os.Root, dir string, recursive, filesOnly bool, pageSize int, after string) (entries []entry, more bool, aerr *apiError) {
 	reqCtx, sessCtx := c.r.Context(), c.sess.ctx
-	w := &walker{top: root, recursive: recursive, filesOnly: filesOnly, maxEntries: h.opt.MaxListEntries,
+	w := &walker{top: root, recursive: recursive, filesOnly: filesOnly, maxEntries: h.opt.MaxListEntries, pageSize: pageSize, after: after,
 		done: func() error {
 			if err := reqCtx.Err(); err != nil {
 				return err
@@ -290,12 +362,19 @@ func (h *Handler) list(c *call, root *os.Root, dir string, recursive, filesOnly 
 		}}
 	if err := w.walk(dir); err != nil {
 		if w.tooLarge {
-			return nil, errListTooLarge(h.opt.MaxListEntries)
+			return nil, false, errListTooLarge(h.opt.MaxListEntries)
 		}
-		return nil, fsError(err)
+		return nil, false, fsError(err)
 	}
-	sort.Slice(w.out, func(i, j int) bool { return w.out[i].rel < w.out[j].rel })
-	return w.out, nil
+	out := w.out
+	if pageSize > 0 {
+		out = []entry(w.page)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rel < out[j].rel })
+	if pageSize > 0 && len(out) > pageSize {
+		return out[:pageSize], true, nil
+	}
+	return out, false, nil
 }
 
 // openDir opens a directory of the data directory. O_DIRECTORY makes it fail
@@ -376,7 +455,7 @@ func (h *Handler) upload(c *call) *apiError {
 	if err != nil {
 		return badRequest("the body must be multipart/form-data with a part named file")
 	}
-	var part io.Reader
+	var part *multipart.Part
 	var filename string
 	for {
 		p, err := mr.NextPart()
@@ -395,6 +474,8 @@ func (h *Handler) upload(c *call) *apiError {
 		filename, part = params["filename"], p
 		break
 	}
+	// The spec has one part named file (file: HttpPart<bytes>); a second one
+	// is refused after the first is stored (see below), never dropped.
 	dir, aerr := cleanRel(c.r.URL.Query().Get("path"))
 	if aerr != nil {
 		return aerr
@@ -444,6 +525,12 @@ func (h *Handler) upload(c *call) *apiError {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && n <= limit {
+		if aerr := noSecondFilePart(mr); aerr != nil {
+			_ = root.Remove(tmp)
+			return aerr
+		}
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.Is(err, errDataDirFull):
@@ -470,9 +557,27 @@ func (h *Handler) upload(c *call) *apiError {
 		writeJSON(c.w, http.StatusOK, legacyList([]entry{{rel, fi}}))
 		return nil
 	}
-	// directory is relative to the request's path, as in listings.
-	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), relDir(name), fi))
+	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), relDir(name), fi, formSingle))
 	return nil
+}
+
+// noSecondFilePart reads the rest of an upload's body and answers 400
+// SessionRequestValidationFailed when it has another part named file: the
+// spec's upload has exactly one (a second one would otherwise be dropped
+// silently). Other parts are skipped.
+func noSecondFilePart(mr *multipart.Reader) *apiError {
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return badRequest("the body must be multipart/form-data with a part named file")
+		}
+		if p.FormName() == "file" {
+			return badRequest("the body has more than one part named file; upload one file per request")
+		}
+	}
 }
 
 // errDataDirFull stops an upload that would pass the data directory's limit.
@@ -569,24 +674,45 @@ func (h *Handler) listFiles(c *call) *apiError {
 	}
 	defer root.Close()
 	if c.feat.Legacy {
-		entries, aerr := h.list(c, root, "", true, true)
+		entries, _, aerr := h.list(c, root, "", true, true, 0, "")
 		if aerr != nil {
 			return aerr
 		}
 		writeJSON(c.w, http.StatusOK, legacyList(entries))
 		return nil
 	}
-	dir, aerr := cleanRel(c.r.URL.Query().Get("path"))
+	q := c.r.URL.Query()
+	dir, aerr := cleanRel(q.Get("path"))
 	if aerr != nil {
 		return aerr
 	}
 	recursive := false
-	if c.feat.Recursive {
-		recursive, _ = strconv.ParseBool(c.r.URL.Query().Get("recursive"))
+	if c.feat.Recursive && q.Has("recursive") {
+		// The swagger's recursive is a boolean: anything but true or false
+		// is refused rather than read as false.
+		switch v := q.Get("recursive"); {
+		case strings.EqualFold(v, "true"):
+			recursive = true
+		case strings.EqualFold(v, "false"):
+		default:
+			return badRequest("recursive must be true or false")
+		}
 	}
-	entries, aerr := h.list(c, root, dir, recursive, false)
+	after := ""
+	if tok := q.Get(pageTokenParam); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || !utf8.Valid(b) {
+			return badRequest("the %s of this nextLink is not valid", pageTokenParam)
+		}
+		after = string(b)
+	}
+	entries, more, aerr := h.list(c, root, dir, recursive, false, h.opt.MaxListEntries, after)
 	if aerr != nil {
 		return aerr
+	}
+	form := formListed
+	if recursive {
+		form = formRecursive
 	}
 	list := wire.FileList{Value: make([]wire.File, 0, len(entries))}
 	for _, e := range entries {
@@ -594,11 +720,28 @@ func (h *Handler) listFiles(c *call) *apiError {
 		if dir == "" {
 			under = e.rel
 		}
-		list.Value = append(list.Value, newFile(c, path.Base(e.rel), relDir(under), e.fi))
+		list.Value = append(list.Value, newFile(c, path.Base(e.rel), relDir(under), e.fi, form))
+	}
+	if more {
+		nq := url.Values{"api-version": {c.version}, "identifier": {c.ident}}
+		for _, k := range []string{"path", "recursive"} {
+			if q.Has(k) {
+				nq.Set(k, q.Get(k))
+			}
+		}
+		nq.Set(pageTokenParam, base64.RawURLEncoding.EncodeToString([]byte(entries[len(entries)-1].rel)))
+		next := baseURL(c.r) + h.poolPath + "/files?" + nq.Encode()
+		list.NextLink = &next
 	}
 	writeJSON(c.w, http.StatusOK, list)
 	return nil
 }
+
+// pageTokenParam is the query parameter of a file listing's nextLink that
+// says where the next page starts (the path of the last entry answered,
+// base64url). The spec makes GET files x-ms-pageable with nextLink and does
+// not say what the link carries; this parameter is the emulator's own.
+const pageTokenParam = "continuationToken"
 
 // statFile resolves {name} of a read route and stats it (following symlinks
 // that stay inside the data directory). dir is the name's directory relative
@@ -636,7 +779,7 @@ func (h *Handler) getFile(c *call) *apiError {
 		writeJSON(c.w, http.StatusOK, legacyList([]entry{{rel, fi}}))
 		return nil
 	}
-	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), dir, fi))
+	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), dir, fi, formSingle))
 	return nil
 }
 

@@ -28,11 +28,9 @@ func TestFilesNew(t *testing.T) {
 			r := e.upload(v, id, "hello.txt", []byte("hello"))
 			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 			m := r.json(t)
-			want := []string{"contentType", "lastModifiedAt", "name", "sizeInBytes", "type"}
-			if feat.Recursive {
-				want = []string{"contentType", "directory", "lastModifiedAt", "name", "sizeInBytes", "type"}
-			}
-			require.Equal(t, want, keys(m))
+			// As in SessionResourceFiles_Upload.json of every version: no
+			// directory field (only listings carry it).
+			require.Equal(t, []string{"contentType", "lastModifiedAt", "name", "sizeInBytes", "type"}, keys(m))
 			require.Equal(t, "hello.txt", m["name"])
 			require.Equal(t, "File", m["type"])
 			require.Equal(t, "text/plain; charset=utf-8", m["contentType"])
@@ -54,7 +52,7 @@ func TestFilesNew(t *testing.T) {
 				fm := f.(map[string]any)
 				names = append(names, fm["name"].(string)+":"+fm["type"].(string))
 			}
-			require.Equal(t, []string{"hello.txt:File", "sub:directory"}, names)
+			require.Equal(t, []string{"hello.txt:File", "sub:Directory"}, names)
 
 			// List a directory, recursively on 2025-10.
 			r = e.get("files", qv(v, id, "path", "sub", "recursive", "true"))
@@ -78,10 +76,7 @@ func TestFilesNew(t *testing.T) {
 			r = e.get("files/a.yaml", qv(v, id, "path", "sub/dir"))
 			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 			require.Equal(t, "a.yaml", r.json(t)["name"])
-			if feat.Recursive {
-				// Relative to path=, as in listings.
-				require.Equal(t, "", r.json(t)["directory"])
-			}
+			require.NotContains(t, r.json(t), "directory", "as in SessionResourceFiles_Get.json")
 			r = e.get("files/hello.txt/content", qv(v, id))
 			require.Equal(t, http.StatusOK, r.status)
 			require.Equal(t, "hello", string(r.body))

@@ -200,18 +200,23 @@ func TestDirectoryRelativeToPath(t *testing.T) {
 		require.Contains(t, paths, want, "list %+v", opts)
 	}
 
-	// On the wire: "" for a file directly in path.
+	// On the wire (listings only): "" for a file directly in path.
 	e := newEnv(t, emulator.Options{})
 	v := wire.V20251002Preview
 	r := e.upload(v, "sess-dir", "x.txt", []byte("x"), "path", "sub/dir")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, "", r.json(t)["directory"])
 	r = e.upload(v, "sess-dir", "deeper/y.txt", []byte("y"), "path", "sub")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, "deeper", r.json(t)["directory"])
-	r = e.get("files/dir%2Fx.txt", qv(v, "sess-dir", "path", "sub"))
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, "dir", r.json(t)["directory"])
+	dirs := func(q ...string) map[string]string {
+		out := map[string]string{}
+		for _, f := range e.get("files", qv(v, "sess-dir", q...)).json(t)["value"].([]any) {
+			m := f.(map[string]any)
+			out[m["name"].(string)] = m["directory"].(string)
+		}
+		return out
+	}
+	require.Equal(t, map[string]string{"x.txt": ""}, dirs("path", "sub/dir"))
+	require.Equal(t, map[string]string{"deeper": "", "dir": "", "x.txt": "dir", "y.txt": "deeper"}, dirs("path", "sub", "recursive", "true"))
 }
 
 // TestExecutionQueueBounded: past MaxQueuedExecutions waiting executions a
@@ -222,14 +227,14 @@ func TestExecutionQueueBounded(t *testing.T) {
 	post := func(code string) result {
 		return e.postJSON("executions", qv(v, id), map[string]any{"code": code, "executionType": "Asynchronous"}, nil)
 	}
-	require.Equal(t, http.StatusAccepted, post("wait:q").status) // runs
-	require.Equal(t, http.StatusAccepted, post("print:1").status)
-	require.Equal(t, http.StatusAccepted, post("print:2").status)
+	require.Equal(t, http.StatusOK, post("wait:q").status) // runs
+	require.Equal(t, http.StatusOK, post("print:1").status)
+	require.Equal(t, http.StatusOK, post("print:2").status)
 	r := post("print:3")
 	requireError(t, r, http.StatusTooManyRequests, emulator.CodeTooManyRequests)
 	require.Equal(t, "1", r.header.Get("Retry-After"))
 	e.script.release("q")
-	require.Eventually(t, func() bool { return post("print:4").status == http.StatusAccepted }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return post("print:4").status == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
 }
 
 // TestOutputStreamsMaxLengthBounded: outputStreamsMaxLength above

@@ -274,7 +274,18 @@ func (e *env) exec(version, ident, code string, hdr map[string]string) result {
 	if isLegacy(version) {
 		return e.postJSON("code/execute", qv(version, ident), map[string]any{"properties": map[string]any{"codeInputType": "inline", "executionType": "synchronous", "code": code}}, hdr)
 	}
-	return e.postJSON("executions", qv(version, ident), map[string]any{"codeInputType": "Inline", "executionType": "Synchronous", "code": code, "timeoutInSeconds": 60}, hdr)
+	return e.postJSON("executions", qv(version, ident), execBody(code), hdr)
+}
+
+// execBody is a complete body of POST executions (every field
+// 2024-10-02-preview and 2025-02-02-preview require) for code, with extra
+// key, value pairs replacing or adding fields.
+func execBody(code string, kv ...any) map[string]any {
+	b := map[string]any{"codeInputType": "Inline", "executionType": "Synchronous", "code": code, "timeoutInSeconds": 60}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b[kv[i].(string)] = kv[i+1]
+	}
+	return b
 }
 
 // stdout runs code and returns its stdout (either contract).

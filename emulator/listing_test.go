@@ -75,7 +75,7 @@ func TestListDeepTreeBounded(t *testing.T) {
 		{"chain over the depth bound", "chain:3000", 0, wire.V20251002Preview, []string{"recursive", "true"}, emulator.CodeFileListTooLarge, 0},
 		{"chain over the depth bound, legacy", "chain:3000", 0, wire.V20240202Preview, nil, emulator.CodeFileListTooLarge, 0},
 		{"chain not recursive", "chain:3000", 0, wire.V20251002Preview, nil, "", 1},
-		{"entries over the bound", "files:30", 10, wire.V20251002Preview, nil, emulator.CodeFileListTooLarge, 0},
+		{"entries over the bound page", "files:30", 10, wire.V20251002Preview, nil, "", 10},
 		{"entries over the bound, legacy", "files:30", 10, wire.V20240802Preview, nil, emulator.CodeFileListTooLarge, 0},
 		{"entries at the bound", "files:10", 10, wire.V20251002Preview, nil, "", 10},
 	}

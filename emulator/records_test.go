@@ -75,10 +75,10 @@ func TestExecutionRecordsBoundedByBytes(t *testing.T) {
 	t.Run("running executions are kept", func(t *testing.T) {
 		e := newEnv(t, emulator.Options{MaxRecordedBytes: 1})
 		r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-run"), map[string]any{"executionType": "Asynchronous", "code": "wait:rec\nprint:ok", "timeoutInSeconds": 60}, map[string]string{"operation-id": "long"})
-		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 		// A queued execution behind it, then the running one is still known.
 		r = e.postJSON("executions", qv(wire.V20251002Preview, "sess-run"), map[string]any{"executionType": "Asynchronous", "code": "print:2", "timeoutInSeconds": 60}, map[string]string{"operation-id": "next"})
-		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 		require.Equal(t, http.StatusOK, status(e, "sess-run", "long"))
 		require.Equal(t, http.StatusOK, status(e, "sess-run", "next"))
 		e.script.release("rec")

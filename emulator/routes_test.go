@@ -27,14 +27,14 @@ func TestRouteTable(t *testing.T) {
 	has := map[string][]rt{
 		wire.V20240202Preview: legacy, wire.V20240802Preview: legacy,
 		wire.V20241002Preview: modern,
-		wire.V20250202Preview: append(append([]rt{}, modern...), mgmt...),
+		wire.V20250202Preview: append(append(append([]rt{}, modern...), mgmt...), stop...),
 		wire.V20251002Preview: append(append(append([]rt{}, modern...), mgmt...), stop...),
 	}
 	lacks := map[string][]rt{
 		wire.V20240202Preview: append(append(append([]rt{}, modernOnly[:2]...), mgmt...), stop...),
 		wire.V20240802Preview: append(append(append([]rt{}, modernOnly[:2]...), mgmt...), stop...),
 		wire.V20241002Preview: append(append(append([]rt{}, legacyOnly...), mgmt...), stop...),
-		wire.V20250202Preview: append(append([]rt{}, legacyOnly...), stop...),
+		wire.V20250202Preview: legacyOnly,
 		wire.V20251002Preview: legacyOnly,
 	}
 	e := newEnv(t, emulator.Options{})
@@ -79,9 +79,8 @@ func TestValidation(t *testing.T) {
 		version, ident string
 	}{
 		{wire.V20240202Preview, ""},
-		{wire.V20240202Preview, "abc"},               // too short
-		{wire.V20240202Preview, "secret_underscore"}, // _ not allowed by the doc rule
-		{wire.V20241002Preview, "secret.dot"},        // only A-Z a-z 0-9 - _
+		{wire.V20240202Preview, "abc"}, // too short
+		{wire.V20241002Preview, "secret\\backslash"},
 		{wire.V20250202Preview, strings.Repeat("s", 257)},
 		{wire.V20251002Preview, "secret with space"},
 		{wire.V20251002Preview, "sec"},
@@ -213,7 +212,7 @@ func TestCloseRemovesData(t *testing.T) {
 	e.stdout(wire.V20251002Preview, "sess-close2", "write:a=b")
 	// An async execution still running when Close comes is canceled.
 	r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-close2"), map[string]any{"executionType": "Asynchronous", "code": "wait:forever", "timeoutInSeconds": 60}, nil)
-	require.Equal(t, http.StatusAccepted, r.status)
+	require.Equal(t, http.StatusOK, r.status)
 	e.srv.Close()
 	require.NoError(t, h.Close())
 	require.NoError(t, h.Close())

@@ -84,7 +84,7 @@ func TestSessionExpiry(t *testing.T) {
 	t.Run("busy session does not expire", func(t *testing.T) {
 		e := newEnv(t, emulator.Options{Cooldown: 5 * time.Minute})
 		r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-busy"), map[string]any{"executionType": "Asynchronous", "code": "wait:busy\nprint:ok", "timeoutInSeconds": 60}, map[string]string{"operation-id": "busy"})
-		require.Equal(t, http.StatusAccepted, r.status)
+		require.Equal(t, http.StatusOK, r.status)
 		e.clock.Advance(10 * time.Minute)
 		require.Equal(t, 0, e.h.Sweep())
 		e.script.release("busy")
@@ -163,7 +163,7 @@ func TestDeleteAndStopSession(t *testing.T) {
 		e := newEnv(t, emulator.Options{})
 		v := wire.V20251002Preview
 		r := e.postJSON("executions", qv(v, "sess-cancel"), map[string]any{"executionType": "Asynchronous", "code": "wait:never", "timeoutInSeconds": 60}, map[string]string{"operation-id": "long"})
-		require.Equal(t, http.StatusAccepted, r.status)
+		require.Equal(t, http.StatusOK, r.status)
 		require.Eventually(t, func() bool { return e.h.Stats().Executions == 1 }, 5*time.Second, 5*time.Millisecond)
 		require.Equal(t, http.StatusNoContent, e.del("session", qv(v, "sess-cancel")).status)
 		require.Eventually(t, func() bool { return e.h.Stats().Sessions == 0 }, 5*time.Second, 5*time.Millisecond)

@@ -196,7 +196,7 @@ func TestCodeInterpreter(t *testing.T) {
 		wantResult any
 	}{
 		{"result value", `{"python_code":"1+1"}`, "1+1", "Succeeded", "", 2.0},
-		{"none is null", `{"python_code":"none"}`, "none", "Succeeded", "", nil},
+		{"none is empty", `{"python_code":"none"}`, "none", "Succeeded", "", ""}, // None is "" (spec example CodeExecution_Execute_Result_None.json)
 		{"no last expression", `{"python_code":"print('x')"}`, "print('x')", "Succeeded", "ok\n", ""},
 		{"fenced", `{"python_code":"` + "```python\\n1+1\\n```" + `"}`, "1+1", "Succeeded", "", 2.0},
 		{"tag line", `{"python_code":"python\n1+1"}`, "1+1", "Succeeded", "", 2.0},

@@ -39,6 +39,12 @@ type Result struct {
 	// the image object {"type":"image","format":"png","base64_data":...}, or the
 	// empty JSON string "" when the cell has no last expression. Nil means "".
 	Value json.RawMessage
+	// Text is the value's text/plain form from IPython's display formatter
+	// (IPython.lib.pretty), such as "'nan'" for the string "nan" or a long list
+	// broken over lines; nil when the cell has no value, its value is None or
+	// an image, or the kernel does not know it. The emulator answers it for
+	// returnJupyterFormatExecutionResult.
+	Text *string
 	// Duration is how long the code ran.
 	Duration time.Duration
 	// StdoutTruncated and StderrTruncated say the stream was cut at OutputMaxLength.

@@ -69,6 +69,25 @@ type ExecuteRequest struct {
 	TimeoutInSeconds       int32  `json:"timeoutInSeconds"`
 	OutputStreamsMaxLength *int32 `json:"outputStreamsMaxLength,omitempty"`
 
+	// The fields below are 2025-10-02-preview's (Features.ExecutionOptions).
+
+	// UseEmptyKernel asks for a kernel without the preloaded libraries.
+	UseEmptyKernel *bool `json:"useEmptyKernel,omitempty"`
+	// ReturnJupyterFormatExecutionResult asks for primitive results (bool,
+	// int, float, str, None) in Jupyter's text/plain form: 'nan' for the
+	// string "nan", null for None.
+	ReturnJupyterFormatExecutionResult *bool `json:"returnJupyterFormatExecutionResult,omitempty"`
+	// ReturnJupyterFormat is the spelling of the same flag in the spec
+	// example CodeExecution_Execute_Result_None_JupyterFormat.json; the
+	// emulator reads both, the client sends the swagger's.
+	ReturnJupyterFormat *bool `json:"returnJupyterFormat,omitempty"`
+	// ShellCommand, ExecCommandAndArgs and Stdin are for Shell pools only.
+	// shellCommand is a string in the swagger and an array in Learn's Shell
+	// tutorial, so it is kept raw.
+	ShellCommand       json.RawMessage `json:"shellCommand,omitempty"`
+	ExecCommandAndArgs []string        `json:"execCommandAndArgs,omitempty"`
+	Stdin              *string         `json:"stdin,omitempty"`
+
 	// Properties is set only by old clients that send the legacy wrapper to
 	// executions; 2025-10-02-preview rejects it with SessionPropertiesMissing.
 	Properties json.RawMessage `json:"properties,omitempty"`
@@ -129,6 +148,12 @@ type File struct {
 	ContentType    string    `json:"contentType,omitempty"`
 	SizeInBytes    int64     `json:"sizeInBytes"`
 	LastModifiedAt time.Time `json:"lastModifiedAt"`
+
+	// OmitSize leaves sizeInBytes out when encoding, as the service does for
+	// directories before 2025-10-02-preview (spec example
+	// SessionResourceFiles_List.json of 2024-10-02-preview and
+	// 2025-02-02-preview). Never set by decoding.
+	OmitSize bool `json:"-"`
 }
 
 // FileList is the answer of GET files on the new contract.
@@ -137,10 +162,54 @@ type FileList struct {
 	NextLink *string `json:"nextLink"`
 }
 
+// TimeLayout is the service's timestamp form: UTC with exactly seven
+// fractional digits (.NET's round-trip format), as in the spec example
+// SessionResourceFiles_List_Recursive.json ("2025-08-15T07:54:52.6564504Z")
+// and Semantic Kernel's captured answers ("2024-08-06T16:21:22.2423944Z").
+const TimeLayout = "2006-01-02T15:04:05.0000000Z"
+
+// FormatTime formats t in TimeLayout.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+func formatTimePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := FormatTime(*t)
+	return &s
+}
+
+// MarshalJSON writes lastModifiedAt in TimeLayout. Decoding takes any
+// RFC 3339 time.
+func (f File) MarshalJSON() ([]byte, error) {
+	type plain File
+	var size *int64
+	if !f.OmitSize {
+		size = &f.SizeInBytes
+	}
+	return json.Marshal(struct {
+		plain
+		SizeInBytes    *int64 `json:"sizeInBytes,omitempty"`
+		LastModifiedAt string `json:"lastModifiedAt"`
+	}{plain(f), size, FormatTime(f.LastModifiedAt)})
+}
+
+// MarshalJSON writes lastModifiedTime in TimeLayout.
+func (p LegacyFileProps) MarshalJSON() ([]byte, error) {
+	type plain LegacyFileProps
+	return json.Marshal(struct {
+		plain
+		LastModifiedTime string `json:"lastModifiedTime"`
+	}{plain(p), FormatTime(p.LastModifiedTime)})
+}
+
 // File type words. The service mixes cases; compare with strings.EqualFold.
 const (
 	FileTypeFile      = "File"
-	FileTypeDirectory = "directory"
+	FileTypeDirectory = "Directory"
+	// FileTypeDirectoryRecursive is the word of directories in recursive
+	// listings (spec example SessionResourceFiles_List_Recursive.json).
+	FileTypeDirectoryRecursive = "directory"
 )
 
 // IsDirectoryType reports whether a file type word names a directory.
@@ -155,6 +224,18 @@ type Session struct {
 	ExpireAt       *time.Time `json:"expireAt,omitempty"`
 	ExpiresAt      *time.Time `json:"expiresAt,omitempty"`
 	ETag           string     `json:"etag,omitempty"`
+}
+
+// MarshalJSON writes the times in TimeLayout.
+func (s Session) MarshalJSON() ([]byte, error) {
+	type plain Session
+	return json.Marshal(struct {
+		plain
+		CreatedAt      *string `json:"createdAt,omitempty"`
+		LastAccessedAt *string `json:"lastAccessedAt,omitempty"`
+		ExpireAt       *string `json:"expireAt,omitempty"`
+		ExpiresAt      *string `json:"expiresAt,omitempty"`
+	}{plain(s), formatTimePtr(s.CreatedAt), formatTimePtr(s.LastAccessedAt), formatTimePtr(s.ExpireAt), formatTimePtr(s.ExpiresAt)})
 }
 
 // Expiry returns expireAt, or expiresAt when only that is set.
@@ -203,6 +284,16 @@ type Metadata struct {
 	CreatedAt            *time.Time     `json:"createdAt,omitempty"`
 	LastUpdatedAt        *time.Time     `json:"lastUpdatedAt,omitempty"`
 	JupyterKernel        *JupyterKernel `json:"jupyterKernel,omitempty"`
+}
+
+// MarshalJSON writes the times in TimeLayout.
+func (m Metadata) MarshalJSON() ([]byte, error) {
+	type plain Metadata
+	return json.Marshal(struct {
+		plain
+		CreatedAt     *string `json:"createdAt,omitempty"`
+		LastUpdatedAt *string `json:"lastUpdatedAt,omitempty"`
+	}{plain(m), formatTimePtr(m.CreatedAt), formatTimePtr(m.LastUpdatedAt)})
 }
 
 // ErrorResponse is the Azure Core error shape.
