@@ -40,6 +40,11 @@ func cleanRel(p string) (string, *apiError) {
 		return "", badRequest("the path contains a NUL character")
 	}
 	switch {
+	case p == "/":
+		// The 2025-02-02-preview example SessionResourceFiles_Upload.json
+		// uploads with path=/; the emulator reads it as the data directory
+		// (a guess: no source says what / names).
+		p = ""
 	case p == wire.DataDir || strings.HasPrefix(p, wire.DataDir+"/"):
 		p = p[len(wire.DataDir):]
 	case strings.HasPrefix(p, "/"):
