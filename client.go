@@ -1,12 +1,17 @@
 package azsessions
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -80,8 +85,8 @@ type Client struct {
 	endpoint string
 	version  string
 	features wire.Features
-	retry    policy.RetryOptions
-	// executeRetry is retry with shouldRetryExecute, for execution requests.
+	// executeRetry is the retry options of execution requests (each request
+	// sets its own ShouldRetry: sendTracker.shouldRetry).
 	executeRetry policy.RetryOptions
 }
 
@@ -133,9 +138,10 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	// policies after it (it only edits errors).
 	perRetry := []policy.Policy{redactErrorsPolicy{}}
 	if credential != nil {
-		perRetry = append(perRetry, newBearerTokenPolicy(credential, opts.InsecureAllowCredentialWithHTTP))
+		perRetry = append(perRetry, retryUnauthorizedPolicy{}, newBearerTokenPolicy(credential, opts.InsecureAllowCredentialWithHTTP))
 	}
-	perRetry = append(perRetry, uploadBodyPolicy{})
+	perRetry = append(perRetry, uploadBodyPolicy{}, sendTrackerPolicy{})
+	opts.Transport = newGuardTransport(opts.Transport)
 	c, err := azcore.NewClient(moduleName, moduleVersion, runtime.PipelineOptions{
 		PerRetry: perRetry,
 		Tracing:  runtime.TracingOptions{Namespace: tracingNamespace},
@@ -146,14 +152,16 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	if err != nil {
 		return nil, err
 	}
-	client := &Client{internal: c, endpoint: ep, version: version, features: features, retry: opts.Retry}
+	client := &Client{internal: c, endpoint: ep, version: version, features: features}
 	client.executeRetry = opts.Retry
-	client.executeRetry.ShouldRetry = shouldRetryExecute
 	return client, nil
 }
 
 func parseEndpoint(endpoint string, requireHTTPS bool) (string, error) {
 	endpoint = strings.TrimRight(strings.TrimSpace(endpoint), "/")
+	if endpoint == "" {
+		return "", errors.New("azsessions: endpoint is empty: pass the session pool's poolManagementEndpoint, such as https://<region>.dynamicsessions.io/subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool>")
+	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return "", fmt.Errorf("azsessions: invalid endpoint: %w", err)
@@ -227,9 +235,17 @@ func queryEscape(s string) string {
 // the service returned lacks them.
 func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkOptions {
 	return &runtime.FetcherForNextLinkOptions{NextReq: func(ctx context.Context, nextLink string) (*policy.Request, error) {
+		u, err := url.Parse(nextLink)
+		if err != nil {
+			// the error would repeat the link, identifier included
+			return nil, errors.New("azsessions: the service returned a nextLink that is not a URL")
+		}
+		if !c.sameOrigin(u) {
+			return nil, fmt.Errorf("azsessions: refusing to follow a nextLink to another origin (%s://%s, the endpoint is %s): the token and the identifier are only sent to the endpoint", u.Scheme, u.Host, c.origin())
+		}
 		req, err := runtime.NewRequest(ctx, http.MethodGet, nextLink)
 		if err != nil {
-			return nil, err
+			return nil, errors.New("azsessions: the service returned a nextLink that is not a valid request URL")
 		}
 		q := req.Raw().URL.Query()
 		changed := false
@@ -249,6 +265,29 @@ func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkO
 	}}
 }
 
+// sameOrigin reports whether u has the endpoint's scheme, host and port.
+func (c *Client) sameOrigin(u *url.URL) bool {
+	ep, err := url.Parse(c.endpoint)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(u.Scheme, ep.Scheme) && strings.EqualFold(hostPort(u), hostPort(ep))
+}
+
+func (c *Client) origin() string {
+	ep, _ := url.Parse(c.endpoint)
+	return ep.Scheme + "://" + ep.Host
+}
+
+// hostPort returns u's host with the scheme's default port made explicit.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
 // do sends req through the pipeline and turns any status outside ok into an
 // *azcore.ResponseError.
 func (c *Client) do(req *policy.Request, ok ...int) (*http.Response, error) {
@@ -257,9 +296,159 @@ func (c *Client) do(req *policy.Request, ok ...int) (*http.Response, error) {
 		return nil, err
 	}
 	if !runtime.HasStatusCode(resp, ok...) {
-		return nil, wrapAuthError(runtime.NewResponseError(resp))
+		return nil, c.responseError(resp)
 	}
 	return resp, nil
+}
+
+// responseError turns a failed answer into an *azcore.ResponseError (an
+// *AuthError for 401 and 403) whose text cannot repeat the session
+// identifier: occurrences of the request's identifier in the body (an
+// error message that echoes it) are replaced by REDACTED first.
+func (c *Client) responseError(resp *http.Response) error {
+	if resp.Request != nil {
+		if id := resp.Request.URL.Query().Get("identifier"); id != "" {
+			if body, err := runtime.Payload(resp); err == nil {
+				redacted := redactValue(body, id)
+				resp.Body = io.NopCloser(bytes.NewReader(redacted))
+			}
+		}
+	}
+	return wrapAuthError(runtime.NewResponseError(resp))
+}
+
+// redactValue replaces id in body, verbatim and in its URL-escaped forms,
+// with REDACTED.
+func redactValue(body []byte, id string) []byte {
+	for _, form := range []string{id, url.QueryEscape(id), queryEscape(id), url.PathEscape(id)} {
+		if form != "" {
+			body = bytes.ReplaceAll(body, []byte(form), []byte("REDACTED"))
+		}
+	}
+	return body
+}
+
+// MaxResponseSize is the largest response body, in bytes (32 MiB), that the
+// client reads for a JSON answer (executions, listings, metadata, sessions)
+// or an error. A larger body fails the call with an error saying so, before
+// it is read into memory. File downloads are streamed and not capped.
+const MaxResponseSize = 32 << 20
+
+// errResponseTooLarge is the error of a body over MaxResponseSize. It is not
+// retried.
+type errResponseTooLarge struct{ size int64 }
+
+func (e *errResponseTooLarge) Error() string {
+	if e.size > 0 {
+		return fmt.Sprintf("azsessions: the response body is %d bytes, over the client's limit of %d bytes (MaxResponseSize)", e.size, MaxResponseSize)
+	}
+	return fmt.Sprintf("azsessions: the response body is over the client's limit of %d bytes (MaxResponseSize)", MaxResponseSize)
+}
+
+func (e *errResponseTooLarge) NonRetriable() {}
+
+// streamKey marks, in a request's context, a download whose 2xx body is
+// streamed to the caller and so not capped.
+type streamKey struct{}
+
+// guardTransport is the client's transport: it follows no redirect (the
+// service does not redirect, and a redirect would carry the token and the
+// identifier elsewhere or re-send an execution) and caps response bodies at
+// MaxResponseSize, except the 2xx body of a download.
+type guardTransport struct{ next policy.Transporter }
+
+func newGuardTransport(t policy.Transporter) policy.Transporter {
+	switch hc := t.(type) {
+	case nil:
+		t = &http.Client{Transport: defaultHTTPTransport(), CheckRedirect: noRedirect}
+	case *http.Client:
+		cp := *hc
+		cp.CheckRedirect = noRedirect
+		t = &cp
+	}
+	return guardTransport{next: t}
+}
+
+// defaultHTTPTransport has the settings of azcore's default transport.
+func defaultHTTPTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   10,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
+	resp, err := g.next.Do(req)
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// a redirect followed by no one: its Location (which may repeat the
+		// identifier) is dropped, the status stays an error
+		resp.Header.Del("Location")
+	}
+	if resp.StatusCode < 300 && req.Context().Value(streamKey{}) != nil {
+		return resp, nil
+	}
+	if resp.ContentLength > MaxResponseSize {
+		resp.Body.Close()
+		return nil, &errResponseTooLarge{size: resp.ContentLength}
+	}
+	resp.Body = &cappedBody{r: resp.Body, left: MaxResponseSize}
+	return resp, nil
+}
+
+// cappedBody fails a read past its limit.
+type cappedBody struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// one more byte tells a body of exactly the limit from a longer one
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n > 0 {
+			return 0, &errResponseTooLarge{}
+		}
+		return b.r.Read(p)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.r.Close() }
+
+// retryUnauthorizedPolicy sends a request answered 401 once more: the
+// bearer policy below it has then dropped its cached token, so the second
+// try carries a freshly fetched one (a token can expire between the cache's
+// check and the service's). A 401 is answered before the request is looked
+// at, so this is safe for executions too.
+type retryUnauthorizedPolicy struct{}
+
+func (retryUnauthorizedPolicy) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.Raw().Context().Err() != nil {
+		return resp, err
+	}
+	if err := req.RewindBody(); err != nil {
+		return resp, nil
+	}
+	runtime.Drain(resp)
+	return req.Next()
 }
 
 // startOp sets the API name (for fakes) and opens a tracing span.

@@ -2,17 +2,19 @@ package azsessions
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
@@ -89,8 +91,51 @@ type Execution struct {
 	// ExecutionTime is how long the code ran, as the service measured it
 	// (millisecond resolution; zero while running).
 	ExecutionTime time.Duration
+	// ErrorCode is the service's error code for a failed execution, when it
+	// sent one (executions contract "error.code"; "" otherwise).
+	ErrorCode string
 
 	outputCap int
+	timeout   time.Duration // the timeout the execution was started with (0: unknown)
+}
+
+// TimedOut reports whether the execution failed by passing its timeout: its
+// status is Failed or Canceled and either the service's error code names a
+// timeout or the execution ran for at least the timeout it was started with.
+func (e Execution) TimedOut() bool {
+	if e.Status != ExecutionStatusFailed && e.Status != ExecutionStatusCanceled {
+		return false
+	}
+	if strings.Contains(strings.ToLower(e.ErrorCode), "timeout") {
+		return true
+	}
+	return e.timeout > 0 && e.ExecutionTime >= e.timeout
+}
+
+// ResultText returns Result as text: a JSON string is unquoted ("nan", "",
+// "'hello'" in Jupyter format), null is "", and any other value (a number,
+// an object) is its JSON text.
+func (e Execution) ResultText() string {
+	if len(e.Result) == 0 || string(e.Result) == "null" {
+		return ""
+	}
+	if e.Result[0] == '"' {
+		var s string
+		if json.Unmarshal(e.Result, &s) == nil {
+			return s
+		}
+	}
+	return string(e.Result)
+}
+
+// DecodeResult decodes Result into v with encoding/json (for example a
+// number into an int, an object into a struct). It returns an error when
+// there is no result.
+func (e Execution) DecodeResult(v any) error {
+	if len(e.Result) == 0 {
+		return errors.New("azsessions: the execution has no result")
+	}
+	return json.Unmarshal(e.Result, v)
 }
 
 // ExecutionError is the error Execution.Err returns for a failed or canceled execution.
@@ -98,33 +143,59 @@ type ExecutionError struct {
 	// Status is ExecutionStatusFailed or ExecutionStatusCanceled.
 	Status ExecutionStatus
 	// Message is the last non-empty line of Stderr, such as
-	// "SyntaxError: illegal target for annotation".
+	// "SyntaxError: illegal target for annotation" (or of the service's
+	// error message when Stderr is empty).
 	Message string
+	// TimedOut says the execution passed its timeout (Execution.TimedOut).
+	TimedOut bool
+	// StderrCut says Stderr was cut at the output cap (Execution.Truncated),
+	// so the traceback's beginning or end may be missing; Message is then
+	// the last complete line that arrived.
+	StderrCut bool
 }
 
-// Error returns "execution <status>: <message>".
+// Error returns "azsessions: execution <status>[ (timed out)]: <message>",
+// followed by " (stderr was cut at the output cap)" when StderrCut is set,
+// for example "azsessions: execution failed: NameError: name 'x' is not defined".
 func (e *ExecutionError) Error() string {
-	if e.Message == "" {
-		return "azsessions: execution " + strings.ToLower(string(e.Status))
+	msg := "azsessions: execution " + strings.ToLower(string(e.Status))
+	if e.TimedOut {
+		msg += " (timed out)"
 	}
-	return "azsessions: execution " + strings.ToLower(string(e.Status)) + ": " + e.Message
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.StderrCut {
+		msg += " (stderr was cut at the output cap; the exception line may be missing: raise ExecuteOptions.OutputStreamsMaxLength or write the traceback to a file)"
+	}
+	return msg
 }
 
 // Err returns nil unless the execution Failed or was Canceled, in which case
-// it returns an *ExecutionError carrying the last line of Stderr.
+// it returns an *ExecutionError carrying the last line of Stderr (the
+// exception line of a Python traceback). When Stderr was cut at the output
+// cap, a last line that was cut mid-way is skipped and StderrCut is set.
 func (e Execution) Err() error {
 	if e.Status != ExecutionStatusFailed && e.Status != ExecutionStatusCanceled {
 		return nil
 	}
+	cut := e.stderrCut()
+	stderr := e.Stderr
+	if cut && !strings.HasSuffix(stderr, "\n") {
+		// the last line is incomplete: keep the last complete one
+		if i := strings.LastIndexByte(stderr, '\n'); i >= 0 {
+			stderr = stderr[:i]
+		}
+	}
 	msg := ""
-	lines := strings.Split(strings.TrimRight(e.Stderr, "\n\r\t "), "\n")
+	lines := strings.Split(strings.TrimRight(stderr, "\n\r\t "), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
 			msg = l
 			break
 		}
 	}
-	return &ExecutionError{Status: e.Status, Message: msg}
+	return &ExecutionError{Status: e.Status, Message: msg, TimedOut: e.TimedOut(), StderrCut: cut}
 }
 
 // Image is a picture the code returned as its last value, for example a
@@ -158,11 +229,16 @@ func (e Execution) Image() (img Image, ok bool) {
 // which means the service probably cut it: write large output to a file under
 // /mnt/data and download it instead.
 func (e Execution) Truncated() bool {
-	limit := e.outputCap
-	if limit <= 0 {
-		limit = DefaultOutputStreamsMaxLength
+	return utf8.RuneCountInString(e.Stdout) >= e.outputLimit() || e.stderrCut()
+}
+
+func (e Execution) stderrCut() bool { return utf8.RuneCountInString(e.Stderr) >= e.outputLimit() }
+
+func (e Execution) outputLimit() int {
+	if e.outputCap <= 0 {
+		return DefaultOutputStreamsMaxLength
 	}
-	return utf8.RuneCountInString(e.Stdout) >= limit || utf8.RuneCountInString(e.Stderr) >= limit
+	return e.outputCap
 }
 
 // ExecuteOptions contains the optional parameters of Session.Execute.
@@ -178,9 +254,12 @@ type ExecuteOptions struct {
 	OutputStreamsMaxLength int32
 	// OperationID sets the execution's id, sent as the operation-id header on
 	// the executions contract (2024-10-02-preview and later); empty means a
-	// fresh UUID. Execute uses it to find out whether an execution whose
-	// answer was lost ran, so that code is never run twice. Ignored on the
-	// legacy api-versions.
+	// fresh UUID. It must be printable ASCII without spaces, at most 128
+	// bytes. A caller-chosen id is first looked up (GET executions/{id}): an
+	// id the session already knows is refused with an error wrapping
+	// ErrOperationIDInUse, because the service's record cannot tell whose code
+	// it ran. To wait for an earlier execution use Session.ResumeExecution.
+	// Ignored on the legacy api-versions.
 	OperationID string
 }
 
@@ -189,95 +268,368 @@ type ExecuteResponse struct {
 	Execution
 }
 
-// ErrExecutionOutcomeUnknown is wrapped by the error Execute returns when the
-// request may have reached the service but its answer was lost (a reset
-// connection, a timeout or a 500/502/503/504 after the request was sent) and
-// the client could not find out whether the code ran. Retrying could run the
-// code twice; the caller decides.
+// ErrExecutionOutcomeUnknown is matched (errors.Is) by the error Execute and
+// BeginExecute return when the request may have reached the service but the
+// client cannot tell whether the code ran: the answer was lost (a reset
+// connection, a per-try timeout, a 500/502/503/504 after the request was
+// sent, a cut body) and the execution could not be found by its operation-id,
+// or ctx ended first. The error is an *ExecutionOutcomeUnknownError carrying
+// the operation-id. Sending the code again could run it twice; the caller
+// decides (see ExecutionOutcomeUnknownError).
 var ErrExecutionOutcomeUnknown = errors.New("azsessions: the code may or may not have run")
+
+// ErrOperationIDInUse is wrapped by the error Execute and BeginExecute return,
+// before sending the code, when ExecuteOptions.OperationID names an execution
+// the session already has.
+var ErrOperationIDInUse = errors.New("azsessions: the operation-id names an existing execution")
+
+// ExecutionOutcomeUnknownError is the error of an execution whose outcome the
+// client could not learn. errors.Is(err, ErrExecutionOutcomeUnknown) is true,
+// and errors.Is/As also see Err (for example context.DeadlineExceeded or an
+// *azcore.ResponseError).
+//
+// On the executions contract the execution can still be found later by
+// OperationID: Session.GetExecution returns its state, and
+// Session.ResumeExecution a poller that waits for its end. A GetExecution
+// answer of 404 means the service has no record of it yet; the request may
+// still be travelling or queued, so it is not proof that the code will never
+// run. Sending the code again is the caller's decision; doing it only after
+// the execution's own timeout (ExecuteOptions.Timeout, at most 220 s) has
+// passed since the call keeps the risk of a double run small. On the legacy
+// contract (OperationID is empty) there is no way to ask.
+type ExecutionOutcomeUnknownError struct {
+	// OperationID is the execution's operation-id (empty on the legacy
+	// api-versions).
+	OperationID string
+	// Err is the failure that left the outcome unknown.
+	Err error
+}
+
+// Error returns "azsessions: the code may or may not have run (operation-id
+// <id>): <cause>".
+func (e *ExecutionOutcomeUnknownError) Error() string {
+	msg := ErrExecutionOutcomeUnknown.Error()
+	if e.OperationID != "" {
+		msg += " (operation-id " + e.OperationID + ")"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns ErrExecutionOutcomeUnknown and Err.
+func (e *ExecutionOutcomeUnknownError) Unwrap() []error {
+	return []error{ErrExecutionOutcomeUnknown, e.Err}
+}
+
+// outcomeUnknown returns an *ExecutionOutcomeUnknownError for err that also
+// matches ctx's error when ctx ended.
+func outcomeUnknown(ctx context.Context, operationID string, err error) error {
+	var already *ExecutionOutcomeUnknownError
+	if errors.As(err, &already) {
+		return err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	return &ExecutionOutcomeUnknownError{OperationID: operationID, Err: err}
+}
 
 // Execute runs Python code in the session and waits for it to finish.
 //
 // REST: POST {endpoint}/executions (2024-10-02-preview and later; 200, or 202
 // then GET executions/{id} until done) or POST {endpoint}/code/execute (the
 // legacy 2024-02-02-preview and 2024-08-02-preview). Variables, imports and
-// files persist between executions of a session.
+// files persist between executions of a session. Execute is BeginExecute
+// (with executionType Synchronous) followed by PollUntilDone: the service
+// usually answers with the finished execution, and otherwise the poller asks
+// GET executions/{id} every second, or as the service's Retry-After says.
 //
 // A program error is data: the response has Status ExecutionStatusFailed and
 // the traceback in Stderr, and err is nil. err is non-nil for bad input
 // (before any I/O: empty code, ErrInvalidIdentifier, ErrUnsupported, a
-// timeout outside 0–220 s), for service errors (*azcore.ResponseError, or
-// *AuthError for 401/403), and for transport failures.
+// timeout outside 0–220 s, an invalid OperationID), for service errors
+// (*azcore.ResponseError, or *AuthError for 401/403), and for transport
+// failures.
 //
-// Execute never runs code twice. It is retried by the client only when the
-// service provably did not run it (429 Too Many Requests honouring
-// Retry-After, or a connection that was never made). When the outcome is
-// ambiguous on the executions contract, Execute looks the execution up by its
-// operation-id: it returns the recorded result if the service has one and
-// sends again only if the service says it has none. On the legacy contract,
-// or when the look-up fails, the error wraps ErrExecutionOutcomeUnknown (and
-// ctx's error when ctx ended).
+// Execute never runs code twice. The request is sent again only when the
+// service provably did not run it: a 429 (honouring Retry-After), a 401
+// answered before the code was looked at (once, with a fresh token), or a
+// connection that was never made. When the answer is lost after the request
+// may have left, Execute looks the execution up by its operation-id (executions
+// contract): it returns the recorded execution if the service has one, and
+// otherwise an *ExecutionOutcomeUnknownError (errors.Is
+// ErrExecutionOutcomeUnknown) with the operation-id, without sending again.
+// On the legacy contract a lost answer is always ErrExecutionOutcomeUnknown.
+// A failure before anything was sent (ctx ended first, the credential failed,
+// a TLS handshake failed) is a plain error: the code did not run.
 func (s *Session) Execute(ctx context.Context, code string, options *ExecuteOptions) (ExecuteResponse, error) {
 	const op = "Session.Execute"
 	var err error
 	if options == nil {
 		options = &ExecuteOptions{}
 	}
-	timeout, err := s.checkExecute(code, options)
+	req, err := s.checkExecute(code, options)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	var exec Execution
-	if s.client.features.Legacy {
-		exec, err = s.executeLegacy(ctx, code, timeout)
-	} else {
-		exec, err = s.executeOnce(ctx, code, timeout, options)
-	}
+	poller, err := s.beginExecution(ctx, code, req, options, wire.ExecutionSynchronous)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	exec.outputCap = int(options.OutputStreamsMaxLength)
-	return ExecuteResponse{Execution: exec}, nil
+	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: executePollFrequency})
+	if err != nil {
+		err = outcomeUnknown(ctx, req.operationID, err)
+		return ExecuteResponse{}, err
+	}
+	return resp, nil
 }
 
-// checkExecute validates the arguments of Execute and BeginExecute and returns
-// the timeout in seconds.
-func (s *Session) checkExecute(code string, options *ExecuteOptions) (int32, error) {
+// executePollFrequency is how often Execute polls an execution the service
+// answered as still running, when the service gives no Retry-After.
+const executePollFrequency = time.Second
+
+// executeParams are the checked parameters of one execution request.
+type executeParams struct {
+	timeout     int32
+	operationID string // "" on the legacy contract
+	// userID says operationID came from ExecuteOptions.OperationID.
+	userID bool
+}
+
+// checkExecute validates the arguments of Execute and BeginExecute before
+// any I/O.
+func (s *Session) checkExecute(code string, options *ExecuteOptions) (executeParams, error) {
 	if err := s.validate(); err != nil {
-		return 0, err
+		return executeParams{}, err
 	}
 	if strings.TrimSpace(code) == "" {
-		return 0, errors.New("azsessions: code is empty")
+		return executeParams{}, errors.New("azsessions: code is empty")
 	}
 	if options.Timeout < 0 || options.Timeout > DefaultExecutionTimeout {
-		return 0, fmt.Errorf("azsessions: timeout %v is outside 0–%v (the service's cap)", options.Timeout, DefaultExecutionTimeout)
+		return executeParams{}, fmt.Errorf("azsessions: timeout %v is outside 0–%v (the service's cap)", options.Timeout, DefaultExecutionTimeout)
 	}
-	timeout := int32(wire.MaxExecutionSeconds)
+	p := executeParams{timeout: int32(wire.MaxExecutionSeconds)}
 	if options.Timeout > 0 {
-		timeout = int32((options.Timeout + time.Second - 1) / time.Second)
+		p.timeout = int32((options.Timeout + time.Second - 1) / time.Second)
 	}
 	if options.OutputStreamsMaxLength < 0 {
-		return 0, errors.New("azsessions: OutputStreamsMaxLength is negative")
+		return executeParams{}, errors.New("azsessions: OutputStreamsMaxLength is negative")
 	}
 	if options.OutputStreamsMaxLength > 0 && !s.client.features.OutputStreamsMaxLength {
-		return 0, fmt.Errorf("%w: OutputStreamsMaxLength needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+		return executeParams{}, fmt.Errorf("%w: OutputStreamsMaxLength needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
 	}
-	return timeout, nil
+	if s.client.features.Legacy {
+		return p, nil
+	}
+	if options.OperationID != "" {
+		if err := checkOperationID(options.OperationID); err != nil {
+			return executeParams{}, err
+		}
+		p.operationID, p.userID = options.OperationID, true
+	} else {
+		p.operationID = uuid.New()
+	}
+	return p, nil
 }
 
-// executeRetryContext limits the pipeline's retries for an execution request
-// to answers that prove the code did not run: 429, or a connection that was
-// never established.
-func (c *Client) executeRetryContext(ctx context.Context) context.Context {
-	return policy.WithRetryOptions(ctx, c.executeRetry)
+// checkOperationID refuses an operation-id that cannot be sent as a header
+// value and a path segment unchanged: control characters (a CR or LF would
+// split the header), spaces, non-ASCII, or more than 128 bytes.
+func checkOperationID(id string) error {
+	if len(id) > 128 {
+		return fmt.Errorf("azsessions: OperationID is %d bytes long (at most 128)", len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("azsessions: OperationID has the byte %#02x at %d: only printable ASCII without spaces is allowed", c, i)
+		}
+	}
+	return nil
 }
 
-// shouldRetryExecute is the ShouldRetry of execution requests.
-func shouldRetryExecute(resp *http.Response, err error) bool {
+// Exactly once: the design.
+//
+// An execution request is the one request of this API that is not
+// idempotent: sending it twice may run the code twice. So the client sends
+// it again only when an answer proves that the earlier attempt did not run
+// and cannot still run:
+//
+//   - 429 Too Many Requests: the service refused it (azcore's retry policy
+//     waits for Retry-After; sendTracker.shouldRetry allows nothing else);
+//   - a dial or DNS error, or a connection that failed before the whole
+//     request was written (sendTracker): the service never got it;
+//   - a credential failure: the bearer policy never called the transport;
+//   - 401: the service refused the token before looking at the request
+//     (retryUnauthorizedPolicy sends it once more with a fresh token).
+//
+// Everything else after the request may have left is ambiguous, and the
+// request is never sent again, because an earlier attempt for that
+// operation-id can still be alive somewhere. The interleavings this covers:
+//
+//  1. Lost answer, execution recorded (reset after the handler, 500/502/504
+//     after it, a body cut mid-way): the look-up GET executions/{id} finds
+//     it and the caller gets its result.
+//  2. Slow first POST: a per-try timeout (Retry.TryTimeout) or a gateway
+//     504 ends the client's wait while the service is still receiving or
+//     queueing the POST. The look-up may answer 404 ("not recorded yet") and
+//     the POST may be recorded a moment later. Re-sending here would run the
+//     code twice, so a 404 look-up gives ErrExecutionOutcomeUnknown with the
+//     operation-id; GetExecution/ResumeExecution find the execution later.
+//  3. A 404 look-up that is not the service's (a proxy's HTML page, no error
+//     code): same as 2, it proves nothing.
+//  4. Look-up fails (reset, 5xx after azcore's retries, ctx ended): unknown.
+//  5. Nothing sent (ctx ended before the call, during a Retry-After wait or
+//     while the credential was pending; TLS handshake failure): sendTracker
+//     saw no request headers written, so the error is plain, not unknown.
+//  6. Operation-id reuse: a caller-chosen id is looked up before the POST,
+//     and a known id is refused (ErrOperationIDInUse), so that a record
+//     found after a lost answer is always this call's execution (a
+//     generated id is a fresh UUIDv4).
+//  7. Legacy contract (no operation-id, no look-up): any ambiguous failure,
+//     and a 2xx answer without a status, is ErrExecutionOutcomeUnknown.
+//
+// The service's deduplication of a repeated operation-id is not documented,
+// so no client logic depends on it.
+
+// beginExecution validates nothing (checkExecute did), sends the execution
+// request once (see the design above) and returns a poller whose state is
+// the first one the service reported.
+func (s *Session) beginExecution(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (*runtime.Poller[ExecuteResponse], error) {
+	if p.userID {
+		if _, found, err := s.lookupExecution(ctx, p.operationID); err != nil {
+			return nil, fmt.Errorf("azsessions: checking that OperationID %s is unused: %w", p.operationID, err)
+		} else if found {
+			return nil, fmt.Errorf("%w: OperationID %s (use Session.ResumeExecution or Session.GetExecution to follow it, or a new id for new code)", ErrOperationIDInUse, p.operationID)
+		}
+	}
+	req, tracker, err := s.executeCreateRequest(ctx, code, p, options, executionType)
 	if err != nil {
-		return notSent(err)
+		return nil, err
+	}
+	resp, err := s.client.internal.Pipeline().Do(req)
+	state, err := s.executeHandleResponse(ctx, resp, err, tracker, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.newExecutionPoller(p.operationID, int(options.OutputStreamsMaxLength), p.timeout, state)
+}
+
+// executeCreateRequest builds POST executions (flat body, operation-id
+// header) or, on the legacy contract, POST code/execute (properties-wrapped
+// body). Its retries are limited by shouldRetryExecute and observed by a
+// sendTracker.
+func (s *Session) executeCreateRequest(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (*policy.Request, *sendTracker, error) {
+	tracker := &sendTracker{}
+	retry := s.client.executeRetry
+	retry.ShouldRetry = tracker.shouldRetry
+	ctx = policy.WithRetryOptions(ctx, retry)
+	var body any
+	route := "executions"
+	if s.client.features.Legacy {
+		route = "code/execute"
+		body = wire.LegacyExecuteRequest{Properties: &wire.LegacyExecuteProperties{
+			CodeInputType: "inline", ExecutionType: "synchronous", Code: code, TimeoutInSeconds: p.timeout,
+		}}
+	} else {
+		b := wire.ExecuteRequest{CodeInputType: wire.CodeInputInline, ExecutionType: executionType, Code: code, TimeoutInSeconds: p.timeout}
+		if options.OutputStreamsMaxLength > 0 {
+			b.OutputStreamsMaxLength = &options.OutputStreamsMaxLength
+		}
+		body = b
+	}
+	req, err := s.client.newRequest(ctx, http.MethodPost, route, s.identifier, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.operationID != "" {
+		req.Raw().Header.Set("operation-id", p.operationID)
+	}
+	if err := runtime.MarshalAsJSON(req, body); err != nil {
+		return nil, nil, err
+	}
+	req.SetOperationValue(tracker)
+	return req, tracker, nil
+}
+
+// executeHandleResponse turns the pipeline's answer to an execution request
+// into the first state of the execution, resolving an ambiguous failure by
+// a look-up (never by sending again; see the design above).
+func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response, err error, tracker *sendTracker, p executeParams) (wire.ExecuteResponse, error) {
+	legacy := s.client.features.Legacy
+	switch {
+	case err != nil:
+		if !tracker.maybeSent() || notSent(err) {
+			return wire.ExecuteResponse{}, err // nothing left: the code did not run
+		}
+	case !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted):
+		// only the status decides: a 4xx (or an exhausted 429) proves nothing ran
+		err = s.client.responseError(resp)
+		if !ambiguousStatus(resp.StatusCode) {
+			return wire.ExecuteResponse{}, err
+		}
+	case legacy:
+		var w wire.LegacyExecuteResponse
+		if err = runtime.UnmarshalAsJSON(resp, &w); err == nil && w.Properties.Status == "" {
+			err = errors.New("the answer has no execution status")
+		}
+		if err == nil {
+			return legacyState(w, s.identifier), nil
+		}
+	default:
+		var w wire.ExecuteResponse
+		if err = runtime.UnmarshalAsJSON(resp, &w); err == nil && w.Status == "" {
+			err = errors.New("the answer has no execution status")
+		}
+		if err == nil {
+			if w.ID == "" {
+				w.ID = p.operationID
+			}
+			return w, nil
+		}
+	}
+	// Ambiguous: the code may have run.
+	if legacy || ctx.Err() != nil {
+		return wire.ExecuteResponse{}, outcomeUnknown(ctx, p.operationID, err)
+	}
+	w, found, lookupErr := s.lookupExecution(ctx, p.operationID)
+	switch {
+	case lookupErr != nil:
+		return wire.ExecuteResponse{}, outcomeUnknown(ctx, p.operationID, errors.Join(err, fmt.Errorf("looking the execution up: %w", lookupErr)))
+	case !found:
+		return wire.ExecuteResponse{}, outcomeUnknown(ctx, p.operationID, errors.Join(err,
+			errors.New("the service has no record of the execution yet; it is not sent again because the first request may still be on its way (look it up later with Session.GetExecution)")))
+	}
+	if w.ID == "" {
+		w.ID = p.operationID
+	}
+	return w, nil
+}
+
+// ambiguousStatus reports whether an answer with this status may come after
+// the code ran (a gateway's or the service's failure after receiving it).
+func ambiguousStatus(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// shouldRetry is the ShouldRetry of an execution request: only answers
+// that prove the code did not run (429), and failures before the request
+// was complete, except a certificate the client does not trust (trying again
+// cannot help).
+func (t *sendTracker) shouldRetry(resp *http.Response, err error) bool {
+	if err != nil {
+		var certErr *tls.CertificateVerificationError
+		if errors.As(err, &certErr) {
+			return false
+		}
+		return notSent(err) || !t.maybeSent()
 	}
 	return resp.StatusCode == http.StatusTooManyRequests
 }
@@ -298,71 +650,62 @@ func notSent(err error) bool {
 	return errors.As(err, &dnsErr)
 }
 
-// ambiguous reports whether a failed execution request may have run the code.
-func ambiguous(resp *http.Response, err error) bool {
-	if err != nil {
-		return !notSent(err)
-	}
-	switch resp.StatusCode {
-	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
+// sendTracker records, for one execution request, whether its last try may
+// have reached the service: sendTrackerPolicy sets it for each try that
+// reaches the transport. A try counts as sent once net/http wrote the whole
+// request (headers and body) or an answer began to arrive (net/http waits
+// for its writer before it returns an error, so the flag is settled then;
+// with an answer, WroteRequest may come late, GotFirstResponseByte does
+// not), or when the transport cannot be observed (a
+// custom Transporter that reports no connection events). It does not count
+// when ctx had ended before the try, or the connection failed before the
+// request was complete (dial, TLS handshake, a reset while the body was
+// being written): a server cannot run a request whose body it did not get
+// (Content-Length framing).
+type sendTracker struct {
+	sent atomic.Bool
 }
 
-// outcomeUnknown wraps err so that it matches ErrExecutionOutcomeUnknown, and
-// ctx's error when ctx ended.
-func outcomeUnknown(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		return fmt.Errorf("%w: %w (%w)", ErrExecutionOutcomeUnknown, err, ctxErr)
+func (t *sendTracker) maybeSent() bool { return t.sent.Load() }
+
+// sendTrackerPolicy is the last of the client's per-try policies (below the
+// bearer policy, so a credential failure never reaches it).
+type sendTrackerPolicy struct{}
+
+func (sendTrackerPolicy) Do(req *policy.Request) (*http.Response, error) {
+	var t *sendTracker
+	if !req.OperationValue(&t) || t == nil {
+		return req.Next()
 	}
-	return fmt.Errorf("%w: %w", ErrExecutionOutcomeUnknown, err)
+	if err := req.Raw().Context().Err(); err != nil {
+		t.sent.Store(false)
+		return nil, err
+	}
+	var gotConn, wrote atomic.Bool
+	ctx := httptrace.WithClientTrace(req.Raw().Context(), &httptrace.ClientTrace{
+		GetConn:              func(string) { gotConn.Store(true) },
+		GotFirstResponseByte: func() { wrote.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
+	resp, err := req.WithContext(ctx).Next()
+	t.sent.Store(err != nil && (wrote.Load() || !gotConn.Load()))
+	return resp, err
 }
 
-func (s *Session) executeLegacy(ctx context.Context, code string, timeout int32) (Execution, error) {
-	req, err := s.client.newRequest(s.client.executeRetryContext(ctx), http.MethodPost, "code/execute", s.identifier, nil)
-	if err != nil {
-		return Execution{}, err
-	}
-	body := wire.LegacyExecuteRequest{Properties: &wire.LegacyExecuteProperties{
-		CodeInputType: "inline", ExecutionType: "synchronous", Code: code, TimeoutInSeconds: timeout,
-	}}
-	if err := runtime.MarshalAsJSON(req, body); err != nil {
-		return Execution{}, err
-	}
-	resp, err := s.client.internal.Pipeline().Do(req)
-	if err != nil {
-		if ambiguous(nil, err) {
-			return Execution{}, outcomeUnknown(ctx, err)
-		}
-		return Execution{}, err
-	}
-	if !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
-		// only the status code decides: a 4xx (or an exhausted 429) proves
-		// nothing ran twice and is an ordinary service error
-		err = wrapAuthError(runtime.NewResponseError(resp))
-		if ambiguous(resp, nil) {
-			return Execution{}, outcomeUnknown(ctx, err)
-		}
-		return Execution{}, err
-	}
-	var w wire.LegacyExecuteResponse
-	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
-		return Execution{}, outcomeUnknown(ctx, err)
-	}
-	return legacyExecution(w, s.identifier), nil
-}
-
-func legacyExecution(w wire.LegacyExecuteResponse, identifier string) Execution {
+// legacyState maps a legacy answer to the executions contract's shape.
+func legacyState(w wire.LegacyExecuteResponse, identifier string) wire.ExecuteResponse {
 	p := w.Properties
-	e := Execution{Identifier: identifier, Status: normalizeStatus(p.Status), Stdout: p.Stdout, Stderr: p.Stderr, Result: p.Result}
-	if len(e.Result) == 0 {
-		e.Result = p.ExecutionResult
+	result := p.Result
+	if len(result) == 0 {
+		result = p.ExecutionResult
 	}
-	if p.ExecutionTimeInMilliseconds != nil {
-		e.ExecutionTime = time.Duration(*p.ExecutionTimeInMilliseconds) * time.Millisecond
-	}
-	return e
+	return wire.ExecuteResponse{Identifier: identifier, Status: p.Status, Result: &wire.ExecuteResult{
+		Stdout: p.Stdout, Stderr: p.Stderr, ExecutionResult: result, ExecutionTimeInMilliseconds: p.ExecutionTimeInMilliseconds,
+	}}
 }
 
 func executionFromWire(w wire.ExecuteResponse) Execution {
@@ -373,100 +716,20 @@ func executionFromWire(w wire.ExecuteResponse) Execution {
 			e.ExecutionTime = time.Duration(*r.ExecutionTimeInMilliseconds) * time.Millisecond
 		}
 	}
-	if w.Error != nil && e.Stderr == "" && w.Error.Error.Message != "" {
-		e.Stderr = w.Error.Error.Code + ": " + w.Error.Error.Message
+	if w.Error != nil {
+		e.ErrorCode = w.Error.Error.Code
+		if e.Stderr == "" && w.Error.Error.Message != "" {
+			e.Stderr = w.Error.Error.Code + ": " + w.Error.Error.Message
+		}
 	}
 	return e
 }
 
-func (s *Session) newExecuteRequest(ctx context.Context, code string, timeout int32, options *ExecuteOptions, executionType, operationID string) (*policy.Request, error) {
-	req, err := s.client.newRequest(s.client.executeRetryContext(ctx), http.MethodPost, "executions", s.identifier, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Raw().Header.Set("operation-id", operationID)
-	body := wire.ExecuteRequest{CodeInputType: wire.CodeInputInline, ExecutionType: executionType, Code: code, TimeoutInSeconds: timeout}
-	if options.OutputStreamsMaxLength > 0 {
-		body.OutputStreamsMaxLength = &options.OutputStreamsMaxLength
-	}
-	return req, runtime.MarshalAsJSON(req, body)
-}
-
-// executeOnce runs code on the executions contract with exactly-once
-// semantics (see Execute) and waits for it to finish.
-func (s *Session) executeOnce(ctx context.Context, code string, timeout int32, options *ExecuteOptions) (Execution, error) {
-	w, err := s.submitExecution(ctx, code, timeout, options, wire.ExecutionSynchronous)
-	if err != nil {
-		return Execution{}, err
-	}
-	exec := executionFromWire(w)
-	if exec.Status.Terminal() {
-		return exec, nil
-	}
-	return s.pollExecution(ctx, exec.ID)
-}
-
-// submitExecution POSTs an execution under an operation-id and returns the
-// first state the service reports, sending again only when the service says
-// it has no execution of that id (GET executions/{id} answers 404) after an
-// ambiguous failure. The returned state's ID is never empty.
-func (s *Session) submitExecution(ctx context.Context, code string, timeout int32, options *ExecuteOptions, executionType string) (wire.ExecuteResponse, error) {
-	operationID := options.OperationID
-	if operationID == "" {
-		operationID = uuid.New()
-	}
-	withID := func(w wire.ExecuteResponse) wire.ExecuteResponse {
-		if w.ID == "" {
-			w.ID = operationID
-		}
-		return w
-	}
-	delay := s.client.retryDelay()
-	for attempt := 0; ; attempt++ {
-		req, err := s.newExecuteRequest(ctx, code, timeout, options, executionType, operationID)
-		if err != nil {
-			return wire.ExecuteResponse{}, err
-		}
-		resp, err := s.client.internal.Pipeline().Do(req)
-		if err == nil && runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted) {
-			var w wire.ExecuteResponse
-			if err = runtime.UnmarshalAsJSON(resp, &w); err == nil {
-				return withID(w), nil
-			}
-			// the answer was cut: fall through to the look-up
-		} else if err == nil {
-			err = wrapAuthError(runtime.NewResponseError(resp))
-			if !ambiguous(resp, nil) {
-				return wire.ExecuteResponse{}, err
-			}
-		} else if !ambiguous(nil, err) || ctx.Err() != nil {
-			if ctx.Err() != nil {
-				return wire.ExecuteResponse{}, outcomeUnknown(ctx, err)
-			}
-			return wire.ExecuteResponse{}, err
-		}
-		// Ambiguous: did the service record the execution?
-		w, found, lookupErr := s.lookupExecution(ctx, operationID)
-		switch {
-		case lookupErr != nil:
-			return wire.ExecuteResponse{}, outcomeUnknown(ctx, errors.Join(err, lookupErr))
-		case found:
-			return withID(w), nil
-		case attempt >= s.client.maxRetries():
-			return wire.ExecuteResponse{}, fmt.Errorf("azsessions: execution not run after %d attempts: %w", attempt+1, err)
-		}
-		// The service has no such execution: sending again cannot run it twice.
-		if err := sleep(ctx, delay); err != nil {
-			return wire.ExecuteResponse{}, err
-		}
-		delay *= 2
-	}
-}
-
-// lookupExecution asks GET executions/{id}. found is false when the service
-// answers 404 (it has no such execution).
+// lookupExecution asks GET executions/{id}. found is false only when the
+// service itself says it has no such execution (serviceNotFound); any other
+// failure is an error.
 func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire.ExecuteResponse, bool, error) {
-	req, err := s.client.newRequest(ctx, http.MethodGet, "executions/"+pathEscape(operationID), s.identifier, nil)
+	req, err := s.getExecutionCreateRequest(ctx, operationID)
 	if err != nil {
 		return wire.ExecuteResponse{}, false, err
 	}
@@ -475,82 +738,126 @@ func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire
 		return wire.ExecuteResponse{}, false, err
 	}
 	if !runtime.HasStatusCode(resp, http.StatusOK) {
-		err := runtime.NewResponseError(resp)
-		if executionNotFound(err) {
+		if serviceNotFound(resp) {
+			runtime.Drain(resp)
 			return wire.ExecuteResponse{}, false, nil
 		}
-		return wire.ExecuteResponse{}, false, wrapAuthError(err)
+		return wire.ExecuteResponse{}, false, s.client.responseError(resp)
 	}
-	var w wire.ExecuteResponse
-	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+	w, err := s.getExecutionHandleResponse(resp, operationID)
+	if err != nil {
 		return wire.ExecuteResponse{}, false, err
 	}
 	return w, true, nil
 }
 
-// executionNotFound reports whether err is the service saying it has no
-// execution of that id: a 404 whose error code is NotFound or names an
-// execution or an operation, or that has no code (the in-container server answers a plain
-// "No execution available for operation Id" string). Any other 404 (a route
-// the pool does not serve, a full pool) proves nothing, so the code is not
-// sent again.
-func executionNotFound(err error) bool {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+// getExecutionCreateRequest builds GET executions/{id}.
+func (s *Session) getExecutionCreateRequest(ctx context.Context, operationID string) (*policy.Request, error) {
+	return s.client.newRequest(ctx, http.MethodGet, "executions/"+pathEscape(operationID), s.identifier, nil)
+}
+
+// getExecutionHandleResponse decodes a 200 answer of GET executions/{id}.
+func (s *Session) getExecutionHandleResponse(resp *http.Response, operationID string) (wire.ExecuteResponse, error) {
+	var w wire.ExecuteResponse
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return wire.ExecuteResponse{}, err
+	}
+	if w.Status == "" {
+		return wire.ExecuteResponse{}, errors.New("azsessions: the execution record has no status")
+	}
+	if w.ID == "" {
+		w.ID = operationID
+	}
+	return w, nil
+}
+
+// serviceNotFound reports whether a 404 is the service saying it has no
+// execution of that id: the Azure Core error envelope (x-ms-error-code
+// header or {"error":{"code":...}} body) with a code that is NotFound or
+// names an execution or an operation, or the in-container server's plain
+// "No execution available for operation Id" answer. Any other 404 (a
+// proxy's HTML page, a route the pool does not serve, a full pool) proves
+// nothing.
+func serviceNotFound(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusNotFound {
 		return false
 	}
-	code := strings.ToLower(re.ErrorCode)
-	return code == "" || code == "notfound" || strings.Contains(code, "execution") || strings.Contains(code, "operation")
-}
-
-// pollInterval is how often a running execution is polled.
-const pollInterval = 500 * time.Millisecond
-
-// pollExecution polls GET executions/{id} until the execution is terminal.
-func (s *Session) pollExecution(ctx context.Context, operationID string) (Execution, error) {
-	for {
-		if err := sleep(ctx, pollInterval); err != nil {
-			return Execution{}, outcomeUnknown(ctx, err)
-		}
-		w, found, err := s.lookupExecution(ctx, operationID)
-		if err != nil {
-			return Execution{}, outcomeUnknown(ctx, err)
-		}
-		if !found {
-			return Execution{}, outcomeUnknown(ctx, errors.New("the service no longer knows the execution"))
-		}
-		if exec := executionFromWire(w); exec.Status.Terminal() {
-			return exec, nil
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return false
+	}
+	code := resp.Header.Get(wire.ErrorCodeHeader)
+	if code == "" {
+		var env wire.ErrorResponse
+		if json.Unmarshal(body, &env) == nil {
+			code = env.Error.Code
 		}
 	}
+	if code == "" {
+		var text string
+		if json.Unmarshal(body, &text) != nil {
+			text = string(body)
+		}
+		return strings.HasPrefix(strings.TrimSpace(text), "No execution available for operation Id")
+	}
+	code = strings.ToLower(code)
+	return code == "notfound" || strings.Contains(code, "execution") || strings.Contains(code, "operation")
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// GetExecutionOptions contains the optional parameters of Session.GetExecution.
+type GetExecutionOptions struct {
+	// for future use
 }
 
-func (c *Client) retryDelay() time.Duration {
-	if c.retry.RetryDelay > 0 {
-		return c.retry.RetryDelay
-	}
-	return 800 * time.Millisecond
+// GetExecutionResponse is the answer of Session.GetExecution.
+type GetExecutionResponse struct {
+	Execution
 }
 
-func (c *Client) maxRetries() int {
-	switch {
-	case c.retry.MaxRetries < 0:
-		return 0
-	case c.retry.MaxRetries == 0:
-		return 3
+// GetExecution returns the current state of the execution named
+// operationID (its ExecuteOptions.OperationID or Execution.ID): GET
+// {endpoint}/executions/{id} (2024-10-02-preview and later; the legacy
+// api-versions give ErrUnsupported before any I/O). The state may be
+// Running. An unknown id gives an *azcore.ResponseError with status 404.
+// Use it to learn what became of an execution that ended in
+// ErrExecutionOutcomeUnknown.
+func (s *Session) GetExecution(ctx context.Context, operationID string, options *GetExecutionOptions) (GetExecutionResponse, error) {
+	const op = "Session.GetExecution"
+	var err error
+	if err = s.requireExecutions(op); err != nil {
+		return GetExecutionResponse{}, err
 	}
-	return int(c.retry.MaxRetries)
+	if err = s.validate(); err != nil {
+		return GetExecutionResponse{}, err
+	}
+	if err = checkOperationID(operationID); err != nil || operationID == "" {
+		if err == nil {
+			err = errors.New("azsessions: operation-id is empty")
+		}
+		return GetExecutionResponse{}, err
+	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.getExecutionCreateRequest(ctx, operationID)
+	if err != nil {
+		return GetExecutionResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK)
+	if err != nil {
+		return GetExecutionResponse{}, err
+	}
+	w, err := s.getExecutionHandleResponse(resp, operationID)
+	if err != nil {
+		return GetExecutionResponse{}, err
+	}
+	return GetExecutionResponse{Execution: executionFromWire(w)}, nil
+}
+
+func (s *Session) requireExecutions(op string) error {
+	if s.client.features.Legacy {
+		return fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20241002Preview, s.client.version)
+	}
+	return nil
 }
 
 // BeginExecuteOptions contains the optional parameters of Session.BeginExecute.
@@ -569,17 +876,25 @@ type BeginExecuteOptions struct {
 // Canceled. Use it for code that runs for long or when the caller wants to
 // keep the execution's id. Only on the executions contract (2024-10-02-preview
 // and later); the legacy api-versions give ErrUnsupported before any I/O.
-// Errors are those of Execute; a program error is data in the final result.
+// Errors are those of Execute (the same exactly-once rules); a program error
+// is data in the final result.
+//
+// PollUntilDone honours the service's Retry-After; without one it waits
+// PollUntilDoneOptions.Frequency, whose azcore default is 30 s. Against Azure
+// pass a Frequency of time.Second (azcore's minimum outside tests):
+//
+//	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Second})
 func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginExecuteOptions) (*runtime.Poller[ExecuteResponse], error) {
 	const op = "Session.BeginExecute"
+	var err error
 	if options == nil {
 		options = &BeginExecuteOptions{}
 	}
-	if s.client.features.Legacy {
-		return nil, fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20241002Preview, s.client.version)
+	if err = s.requireExecutions(op); err != nil {
+		return nil, err
 	}
 	if options.ResumeToken != "" {
-		if err := s.validate(); err != nil {
+		if err = s.validate(); err != nil {
 			return nil, err
 		}
 		return runtime.NewPollerFromResumeToken(options.ResumeToken, s.client.internal.Pipeline(), &runtime.NewPollerFromResumeTokenOptions[ExecuteResponse]{
@@ -587,37 +902,74 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 			Tracer:  s.client.internal.Tracer(),
 		})
 	}
-	timeout, err := s.checkExecute(code, &options.ExecuteOptions)
+	p, err := s.checkExecute(code, &options.ExecuteOptions)
 	if err != nil {
 		return nil, err
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	state, err := s.submitExecution(ctx, code, timeout, &options.ExecuteOptions, wire.ExecutionAsynchronous)
-	if err != nil {
+	poller, err := s.beginExecution(ctx, code, p, &options.ExecuteOptions, wire.ExecutionAsynchronous)
+	return poller, err
+}
+
+// ResumeExecutionOptions contains the optional parameters of Session.ResumeExecution.
+type ResumeExecutionOptions struct {
+	// OutputStreamsMaxLength is the cap the execution was started with, for
+	// Execution.Truncated (0: the service default).
+	OutputStreamsMaxLength int32
+}
+
+// ResumeExecution returns a poller for the execution named operationID,
+// which this or another process started (its ExecuteOptions.OperationID, or
+// ExecutionOutcomeUnknownError.OperationID). Nothing is sent until the
+// poller polls GET {endpoint}/executions/{id}; an unknown id fails the poll
+// with an *azcore.ResponseError (404). Only on the executions contract
+// (2024-10-02-preview and later); the legacy api-versions give
+// ErrUnsupported.
+func (s *Session) ResumeExecution(operationID string, options *ResumeExecutionOptions) (*runtime.Poller[ExecuteResponse], error) {
+	if options == nil {
+		options = &ResumeExecutionOptions{}
+	}
+	if err := s.requireExecutions("Session.ResumeExecution"); err != nil {
 		return nil, err
 	}
-	h := &executionPoller{session: s, OperationID: state.ID, OutputCap: int(options.OutputStreamsMaxLength), State: state}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkOperationID(operationID); err != nil || operationID == "" {
+		if err == nil {
+			err = errors.New("azsessions: operation-id is empty")
+		}
+		return nil, err
+	}
+	return s.newExecutionPoller(operationID, int(options.OutputStreamsMaxLength), 0, wire.ExecuteResponse{ID: operationID, Status: wire.StatusRunning})
+}
+
+func (s *Session) newExecutionPoller(operationID string, outputCap int, timeout int32, state wire.ExecuteResponse) (*runtime.Poller[ExecuteResponse], error) {
+	h := &executionPoller{session: s, OperationID: operationID, OutputCap: outputCap, TimeoutSeconds: timeout, State: state}
 	return runtime.NewPoller(nil, s.client.internal.Pipeline(), &runtime.NewPollerOptions[ExecuteResponse]{
 		Handler: h,
 		Tracer:  s.client.internal.Tracer(),
 	})
 }
 
-// executionPoller is the runtime.PollingHandler of BeginExecute. Its exported
-// fields are the resume token.
+// executionPoller is the runtime.PollingHandler of Execute, BeginExecute and
+// ResumeExecution: the one polling path. Its exported fields are the resume
+// token.
 type executionPoller struct {
-	session     *Session
-	OperationID string               `json:"operationId"`
-	OutputCap   int                  `json:"outputCap,omitempty"`
-	State       wire.ExecuteResponse `json:"state"`
+	session        *Session
+	OperationID    string               `json:"operationId"`
+	OutputCap      int                  `json:"outputCap,omitempty"`
+	TimeoutSeconds int32                `json:"timeoutSeconds,omitempty"`
+	State          wire.ExecuteResponse `json:"state"`
 }
 
 func (p *executionPoller) Done() bool { return normalizeStatus(p.State.Status).Terminal() }
 
+// Poll asks GET executions/{id} (idempotent: azcore's retries apply).
 func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 	s := p.session
-	req, err := s.client.newRequest(ctx, http.MethodGet, "executions/"+pathEscape(p.OperationID), s.identifier, nil)
+	req, err := s.getExecutionCreateRequest(ctx, p.OperationID)
 	if err != nil {
 		return nil, err
 	}
@@ -625,8 +977,8 @@ func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w wire.ExecuteResponse
-	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+	w, err := s.getExecutionHandleResponse(resp, p.OperationID)
+	if err != nil {
 		return nil, err
 	}
 	p.State = w
@@ -639,6 +991,7 @@ func (p *executionPoller) Result(ctx context.Context, out *ExecuteResponse) erro
 		exec.ID = p.OperationID
 	}
 	exec.outputCap = p.OutputCap
+	exec.timeout = time.Duration(p.TimeoutSeconds) * time.Second
 	out.Execution = exec
 	return nil
 }

@@ -428,26 +428,29 @@ func TestExecuteAmbiguousLookup(t *testing.T) {
 				require.Equal(t, 1, p.requestsTo("POST", "/executions"))
 				require.Equal(t, 1, p.requestsTo("GET", "/executions/"+opID))
 			})
-			t.Run(name+"/lookup 404 resends", func(t *testing.T) {
+			t.Run(name+"/lookup 404 is not sent again", func(t *testing.T) {
+				// Issue 12 item 1: a 404 look-up only means "not recorded
+				// yet"; the first POST may still be alive, so the code is
+				// never sent again and the caller gets the operation-id.
 				p := setup(t, version)
 				var opIDs []string
 				p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
 					opIDs = append(opIDs, r.Header.Get("operation-id"))
-					if len(opIDs) == 1 {
-						writeError(w, status, "Oops", "lost")
-						return
-					}
-					writeJSON(w, http.StatusOK, newResult("Succeeded", "ran\n", "", "1"))
+					writeError(w, status, "Oops", "lost")
 				})
 				p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
 					writeError(w, http.StatusNotFound, "NotFound", "No execution available for operation Id")
 				})
-				resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
-				require.NoError(t, err)
-				require.Equal(t, "ran\n", resp.Stdout)
-				require.Len(t, opIDs, 2)
-				require.Equal(t, opIDs[0], opIDs[1], "the resend keeps the operation-id")
+				_, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
+				require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+				var unknown *ExecutionOutcomeUnknownError
+				require.ErrorAs(t, err, &unknown)
+				require.Len(t, opIDs, 1, "never sent again")
 				require.Regexp(t, uuidV4, opIDs[0])
+				require.Equal(t, opIDs[0], unknown.OperationID)
+				var re *azcore.ResponseError
+				require.ErrorAs(t, err, &re)
+				require.Equal(t, status, re.StatusCode)
 				require.Equal(t, 1, p.requestsTo("GET", "/executions/"+opIDs[0]))
 			})
 		}
@@ -463,20 +466,6 @@ func TestExecuteAmbiguousLookup(t *testing.T) {
 		_, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
 		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
 		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
-	})
-	t.Run("lookup keeps saying 404: bounded resends", func(t *testing.T) {
-		p := setup(t, APIVersion20251002Preview)
-		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusServiceUnavailable, "Oops", "lost")
-		})
-		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, "NotFound", "none")
-		})
-		_, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
-		var re *azcore.ResponseError
-		require.ErrorAs(t, err, &re)
-		require.Equal(t, http.StatusServiceUnavailable, re.StatusCode)
-		require.Equal(t, 4, p.requestsTo("POST", "/executions"), "1 try + 3 resends, each after a 404 look-up")
 	})
 	t.Run("lookup finds running execution: polled", func(t *testing.T) {
 		p := setup(t, APIVersion20251002Preview)
@@ -636,37 +625,10 @@ func TestBeginExecuteErrors(t *testing.T) {
 		require.Equal(t, "ok\n", resp.Stdout)
 		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
 	})
-	t.Run("503 then 404 then accepted", func(t *testing.T) {
-		// The service says it has no such execution: sending again under the
-		// same operation-id cannot run the code twice, as with Execute.
-		p := setup(t, APIVersion20251002Preview)
-		var posts []string
-		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
-			posts = append(posts, r.Header.Get("operation-id"))
-			if len(posts) == 1 {
-				writeError(w, http.StatusServiceUnavailable, "Oops", "lost")
-				return
-			}
-			writeJSON(w, http.StatusAccepted, []byte(`{"id":"`+r.Header.Get("operation-id")+`","identifier":"x","status":"Running"}`))
-		})
-		var lookups int
-		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
-			lookups++
-			if lookups == 1 {
-				writeError(w, http.StatusNotFound, "NotFound", "none")
-				return
-			}
-			writeJSON(w, http.StatusOK, newResult("Succeeded", "ok\n", "", "1"))
-		})
-		poller, err := p.client.Session(testIdentifier).BeginExecute(context.Background(), "x", nil)
-		require.NoError(t, err)
-		resp, err := poller.PollUntilDone(context.Background(), &runtime.PollUntilDoneOptions{Frequency: time.Millisecond})
-		require.NoError(t, err)
-		require.Equal(t, "ok\n", resp.Stdout)
-		require.Len(t, posts, 2)
-		require.Equal(t, posts[0], posts[1], "the same operation-id is sent again")
-	})
 	t.Run("503 and never recorded", func(t *testing.T) {
+		// Issue 12 item 1: the 404 look-ups prove nothing while the first
+		// POST may still be alive: one POST, and the error says the outcome
+		// is unknown (not the false "not run after 4 attempts").
 		p := setup(t, APIVersion20251002Preview)
 		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "Oops", "lost")
@@ -675,8 +637,9 @@ func TestBeginExecuteErrors(t *testing.T) {
 			writeError(w, http.StatusNotFound, "NotFound", "none")
 		})
 		_, err := p.client.Session(testIdentifier).BeginExecute(context.Background(), "x", nil)
-		require.ErrorContains(t, err, "not run after 4 attempts")
-		require.Equal(t, 4, p.requestsTo("POST", "/executions"), "bounded by Retry.MaxRetries")
+		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+		require.NotContains(t, err.Error(), "not run")
+		require.Equal(t, 1, p.requestsTo("POST", "/executions"), "never sent again")
 	})
 }
 
@@ -734,18 +697,23 @@ func TestExecuteConnectionDropped(t *testing.T) {
 // nothing, so the caller gets ErrExecutionOutcomeUnknown after one POST.
 func TestExecuteLookup404Codes(t *testing.T) {
 	for _, tt := range []struct {
-		code   string
-		resend bool
+		name       string
+		code       string
+		body       string // raw body instead of the error envelope
+		recognised bool   // the service's own "no such execution"
 	}{
-		{"", true},
-		{"NotFound", true},
-		{"ExecutionNotFound", true},
-		{"OperationIdNotFound", true},
-		{"RouteNotFound", false},
-		{"NoSessionsAvailable", false},
-		{"ResourceNotFound", false},
+		{"plain string", "", `"No execution available for operation Id"`, true},
+		{"NotFound", "NotFound", "", true},
+		{"ExecutionNotFound", "ExecutionNotFound", "", true},
+		{"OperationIdNotFound", "OperationIdNotFound", "", true},
+		{"RouteNotFound", "RouteNotFound", "", false},
+		{"NoSessionsAvailable", "NoSessionsAvailable", "", false},
+		{"ResourceNotFound", "ResourceNotFound", "", false},
+		// issue 12 item 2: a proxy's HTML 404 is not the service's answer
+		{"html page", "", "<html><body><h1>404 Not Found</h1></body></html>", false},
+		{"empty body", "", " ", false},
 	} {
-		t.Run("code="+tt.code, func(t *testing.T) {
+		t.Run("code="+tt.name, func(t *testing.T) {
 			p := setup(t, APIVersion20251002Preview)
 			posts := 0
 			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
@@ -758,21 +726,21 @@ func TestExecuteLookup404Codes(t *testing.T) {
 			})
 			p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
 				if tt.code == "" {
+					w.Header().Set("Content-Type", "text/html")
 					w.WriteHeader(http.StatusNotFound)
-					_, _ = w.Write([]byte(`"No execution available for operation Id"`))
+					_, _ = w.Write([]byte(tt.body))
 					return
 				}
 				writeError(w, http.StatusNotFound, tt.code, "not here")
 			})
-			resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
-			if tt.resend {
-				require.NoError(t, err)
-				require.Equal(t, "ok\n", resp.Stdout)
-				require.Equal(t, 2, posts)
-				return
-			}
+			_, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
 			require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
 			require.Equal(t, 1, posts, "never sent again")
+			if tt.recognised {
+				require.ErrorContains(t, err, "no record of the execution yet")
+			} else {
+				require.ErrorContains(t, err, "looking the execution up")
+			}
 		})
 	}
 }

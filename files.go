@@ -595,6 +595,12 @@ type DownloadFileResponse struct {
 // UploadFile. The body is not buffered: read it and close it. A missing file
 // gives an *azcore.ResponseError with status 404. See DownloadFileToPath for
 // saving to disk safely.
+//
+// A body cut short is detected by a read error when the service sent a
+// Content-Length (ContentLength >= 0). When it did not (a body framed by
+// the connection's close), a cut body looks complete to Body's reader:
+// compare the bytes read with GetFile's SizeInBytes, as DownloadFileToPath
+// does.
 func (s *Session) DownloadFile(ctx context.Context, name string, options *DownloadFileOptions) (DownloadFileResponse, error) {
 	const op = "Session.DownloadFile"
 	var err error
@@ -607,7 +613,7 @@ func (s *Session) DownloadFile(ctx context.Context, name string, options *Downlo
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(ctx, http.MethodGet, route, s.identifier, q)
+	req, err := s.client.newRequest(context.WithValue(ctx, streamKey{}, true), http.MethodGet, route, s.identifier, q)
 	if err != nil {
 		return DownloadFileResponse{}, err
 	}
@@ -642,8 +648,10 @@ type DownloadFileToPathResponse struct {
 // DownloadFileToPath downloads the file name (as for DownloadFile) to
 // localPath atomically: the bytes go to a temporary file in the same
 // directory, which is synced and renamed over localPath only when the whole
-// body arrived (its length checked against Content-Length). On any failure the
-// temporary file is removed and localPath keeps its previous content.
+// body arrived (its length checked against Content-Length, or, when the
+// service sent none, against GetFile's SizeInBytes, one more request). On
+// any failure the temporary file is removed and localPath keeps its
+// previous content.
 func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string, options *DownloadFileToPathOptions) (DownloadFileToPathResponse, error) {
 	if options == nil {
 		options = &DownloadFileToPathOptions{}
@@ -683,6 +691,17 @@ func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
 		return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: download incomplete: got %d of %s bytes", n, strconv.FormatInt(resp.ContentLength, 10))
 	}
+	if resp.ContentLength < 0 {
+		// no Content-Length: a cut body ended like a whole one; compare
+		// with the size the service reports for the file
+		info, err := s.GetFile(ctx, name, nil)
+		if err != nil {
+			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: download of unknown length: checking its size: %w", err)
+		}
+		if info.SizeInBytes != n {
+			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: download incomplete: got %d of %d bytes", n, info.SizeInBytes)
+		}
+	}
 	if err = tmp.Chmod(perm); err != nil {
 		return DownloadFileToPathResponse{}, err
 	}
@@ -721,6 +740,11 @@ type DeleteFileResponse struct {
 // 2024-10-02-preview and later) or the legacy DELETE {endpoint}/files/{name}
 // (200). name is as for UploadFile. A missing file gives an
 // *azcore.ResponseError with status 404.
+//
+// The route does not tell files from directories: when name is a directory
+// the emulator deletes it with everything in it, and the service's
+// behaviour is not documented. To delete only a file, check first with
+// GetFile (File.IsDir).
 func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFileOptions) (DeleteFileResponse, error) {
 	const op = "Session.DeleteFile"
 	var err error

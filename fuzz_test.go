@@ -79,7 +79,7 @@ func decodeAsClient(t *testing.T, body []byte, legacy bool) {
 		if runtime.UnmarshalAsJSON(resp, &w) != nil {
 			return
 		}
-		e = legacyExecution(w, "id")
+		e = executionFromWire(legacyState(w, "id"))
 	} else {
 		var w wire.ExecuteResponse
 		if runtime.UnmarshalAsJSON(resp, &w) != nil {

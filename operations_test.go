@@ -121,8 +121,13 @@ func testOpExecute(t *testing.T, version string, cred bool) {
 	require.False(t, resp.Truncated())
 	require.Equal(t, 1, p.count())
 
-	// A caller-chosen operation-id is sent as is.
+	// A caller-chosen operation-id is first looked up (it must be unused),
+	// then sent as is.
 	p2 := setup(t, version, withCred(cred))
+	p2.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "my-operation-1", r.PathValue("id"))
+		writeError(w, http.StatusNotFound, "ExecutionNotFound", "no such execution")
+	})
 	p2.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "my-operation-1", r.Header.Get("operation-id"))
 		writeJSON(w, http.StatusOK, exampleWith(t, map[string]any{"id": "my-operation-1"}, exSync2510, "responses", "200", "body"))
@@ -655,6 +660,11 @@ func testOpBeginExecute(t *testing.T, version string, cred bool) {
 	p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		wantQuery(t, r, stdQuery(version, testIdentifier))
 		assert.Equal(t, opID, r.PathValue("id"))
+		if p.requestsTo("POST", "/executions") == 0 {
+			// the look-up of a caller-chosen operation-id before the POST
+			writeError(w, http.StatusNotFound, "ExecutionNotFound", "no such execution")
+			return
+		}
 		polls++
 		if polls < 3 {
 			writeJSON(w, http.StatusOK, example(t, exAsyncRunning, "responses", "202", "body"))

@@ -124,8 +124,8 @@ func TestBeginExecuteLegacyUnsupported(t *testing.T) {
 // TestExecuteLongerThanDeadline: a synchronous execution outlives the
 // caller's deadline. The error says the outcome is unknown (and wraps the
 // ctx error); the code goes on running on the service. On the executions
-// contract, calling Execute again with the same OperationID is safe: it
-// returns the recorded result without running the code again.
+// contract the error carries the operation-id, and ResumeExecution waits for
+// the recorded result without running the code again.
 func TestExecuteLongerThanDeadline(t *testing.T) {
 	for _, version := range relOneOfEach {
 		t.Run(version, func(t *testing.T) {
@@ -145,11 +145,21 @@ func TestExecuteLongerThanDeadline(t *testing.T) {
 			if relIsLegacy(version) {
 				return // no way to ask; the caller was told the outcome is unknown
 			}
-			resp, err := sess.Execute(context.Background(), longCode, opts)
+			var unknown *azsessions.ExecutionOutcomeUnknownError
+			require.ErrorAs(t, err, &unknown)
+			require.Equal(t, "op-long-1", unknown.OperationID)
+			poller, err := sess.ResumeExecution(unknown.OperationID, nil)
+			require.NoError(t, err)
+			resp, err := poller.PollUntilDone(context.Background(), fastPoll)
 			require.NoError(t, err)
 			require.Equal(t, "long\n", resp.Stdout)
 			require.Equal(t, "op-long-1", resp.ID)
-			require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()), "the same operation-id does not run the code again")
+			// Execute with the same operation-id is refused: the record
+			// cannot tell whose code it ran (issue 12 item 4)
+			_, err = sess.Execute(context.Background(), longCode, opts)
+			require.ErrorIs(t, err, azsessions.ErrOperationIDInUse)
+			require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()), "the code ran once")
+			require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute), "and was POSTed once")
 		})
 	}
 }
