@@ -281,4 +281,3 @@ func TestExecuteNothingSentIsNotUnknown(t *testing.T) {
 		p.requireNoIO(t)
 	})
 }
-
