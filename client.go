@@ -302,18 +302,9 @@ func (c *Client) do(req *policy.Request, ok ...int) (*http.Response, error) {
 }
 
 // responseError turns a failed answer into an *azcore.ResponseError (an
-// *AuthError for 401 and 403) whose text cannot repeat the session
-// identifier: occurrences of the request's identifier in the body (an
-// error message that echoes it) are replaced by REDACTED first.
+// *AuthError for 401 and 403). Its text cannot repeat the session
+// identifier: guardTransport has redacted the body.
 func (c *Client) responseError(resp *http.Response) error {
-	if resp.Request != nil {
-		if id := resp.Request.URL.Query().Get("identifier"); id != "" {
-			if body, err := runtime.Payload(resp); err == nil {
-				redacted := redactValue(body, id)
-				resp.Body = io.NopCloser(bytes.NewReader(redacted))
-			}
-		}
-	}
 	return wrapAuthError(runtime.NewResponseError(resp))
 }
 
@@ -353,8 +344,10 @@ type streamKey struct{}
 
 // guardTransport is the client's transport: it follows no redirect (the
 // service does not redirect, and a redirect would carry the token and the
-// identifier elsewhere or re-send an execution) and caps response bodies at
-// MaxResponseSize, except the 2xx body of a download.
+// identifier elsewhere or re-send an execution), caps response bodies at
+// MaxResponseSize, except the 2xx body of a download, and replaces the
+// request's identifier in an error body with REDACTED. It sits below
+// azcore's logging policy, so the logs see what the caller sees.
 type guardTransport struct{ next policy.Transporter }
 
 func newGuardTransport(t policy.Transporter) policy.Transporter {
@@ -404,6 +397,17 @@ func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
 		return nil, &errResponseTooLarge{size: resp.ContentLength}
 	}
 	resp.Body = &cappedBody{r: resp.Body, left: MaxResponseSize}
+	if id := req.URL.Query().Get("identifier"); id != "" && resp.StatusCode >= 300 {
+		// an error body that echoes the identifier (in a message, or in a
+		// redirect page's link) must not carry it into errors and logs
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(redactValue(body, id)))
+		resp.ContentLength = -1
+	}
 	return resp, nil
 }
 
