@@ -67,7 +67,11 @@
 // file listing collects at most Options.MaxListEntries entries (default
 // 10,000), 256 directory levels below its directory and 16 MiB of paths;
 // beyond that it is 400 FileListTooLarge (never a silently cut list), and it
-// stops when its client goes away or its session ends.
+// stops when its client goes away or its session ends. A new session is 404
+// NoSessionsAvailable when the pool holds MaxSessions sessions, and also
+// when the Executor has no room for one more sandbox (its NewKernel error
+// wraps ErrPoolFull: the sandbox executor's pool-wide memory and disk
+// budgets, after ending expired sessions); existing sessions keep working.
 //
 // Executions: the operation-id header names an execution within its session
 // (a fresh one is made up when it is missing). The client sends the same

@@ -18,7 +18,8 @@ var (
 	// errSessionNotFound: no live session has the identifier and the
 	// operation does not create one.
 	errSessionNotFound = errors.New("emulator: no session with this identifier exists in the pool")
-	// errPoolFull: MaxSessions sessions are live (after expiring idle ones).
+	// errPoolFull: MaxSessions sessions are live (after expiring idle ones),
+	// or the executor has no room for another kernel (ErrPoolFull).
 	errPoolFull = errors.New("emulator: the session pool is full")
 	// errKernelStart wraps the Executor's error when a new session's kernel
 	// did not start.
@@ -102,6 +103,17 @@ func (p *pool) acquire(id string, create bool) (*session, error) {
 
 	if creator {
 		k, err := p.exec.NewKernel(s.ctx)
+		if errors.Is(err, ErrPoolFull) {
+			// The executor's pool-wide budget is spent; expired sessions
+			// not yet swept may hold it: end them and try once more.
+			p.mu.Lock()
+			gone := p.sweepLocked(p.now(), nil)
+			p.mu.Unlock()
+			if len(gone) > 0 {
+				closeKernels(gone)
+				k, err = p.exec.NewKernel(s.ctx)
+			}
+		}
 		s.kernel, s.err = k, err
 		close(s.ready)
 		if err != nil {
@@ -117,6 +129,9 @@ func (p *pool) acquire(id string, create bool) (*session, error) {
 	}
 	if s.err != nil {
 		p.release(s, false)
+		if errors.Is(s.err, ErrPoolFull) {
+			return nil, fmt.Errorf("%w: %w", errPoolFull, s.err) // the same answer as at MaxSessions
+		}
 		return nil, fmt.Errorf("%w: %w", errKernelStart, s.err)
 	}
 	return s, nil

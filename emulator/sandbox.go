@@ -6,9 +6,14 @@ import "github.com/azsessions/azsessions/internal/sandbox"
 // for the system python3), Mode (SandboxBwrap, the default, or SandboxNone),
 // DataDir (where the kernels' data directories go; "" for a temporary
 // directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
-// MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries, Preload (modules
-// every kernel imports in the background; nil for the default, numpy) and
-// Logger. The zero value is usable.
+// MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries, CPUs (one
+// sandbox's CPU quota in cores, default 1), MaxTotalMemoryBytes and
+// MaxTotalDiskBytes (pool-wide budgets, default half of the host's RAM and
+// of the data directory's free disk; past them a new session gets the pool's
+// full answer), SandboxUser (the unprivileged host account sandboxes run as
+// when the emulator is root, default "nobody"; never uid 0), Preload
+// (modules every kernel imports in the background; nil for the default,
+// numpy) and Logger. The zero value is usable.
 type SandboxOptions = sandbox.Options
 
 // Sandbox modes of SandboxOptions.Mode.
@@ -20,6 +25,13 @@ const (
 	// trusted code on machines without bubblewrap.
 	SandboxNone = sandbox.ModeNone
 )
+
+// ErrPoolFull is wrapped by an Executor's NewKernel error when it has no room
+// for one more sandbox (SandboxOptions.MaxTotalMemoryBytes or
+// MaxTotalDiskBytes). The Handler answers it like a pool at MaxSessions: 404
+// NoSessionsAvailable; existing sessions keep working. Custom executors may
+// return it too.
+var ErrPoolFull = sandbox.ErrPoolFull
 
 // ErrNoBubblewrap is wrapped by NewSandboxExecutor's error when the mode is
 // SandboxBwrap and bwrap is missing or unusable (apt-get install bubblewrap).

@@ -23,7 +23,7 @@ import (
 // sub-directories, delete, and expiry.
 func TestSDKAgainstSandboxedEmulator(t *testing.T) {
 	testenv.NeedSandbox(t, "IPython")
-	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: t.TempDir(), Ready: 1, Preload: []string{}})
+	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
 	require.NoError(t, err)
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, Now: clock.Now, Cooldown: 5 * time.Minute})

@@ -20,11 +20,18 @@
 //	-sandbox              bwrap or none (default bwrap)
 //	-python               Python interpreter (default: the system python3)
 //	-cooldown             idle time before a session ends (default 5m)
-//	-max-sessions         live sessions in the pool (default 600)
+//	-max-sessions         live sessions in the pool (default: as many sandboxes as
+//	                      fit in -max-memory and -max-disk, at most 600)
 //	-max-execution-time   cap on one execution (default 3m40s)
 //	-max-upload-bytes     largest upload, e.g. 128MiB (default 128MiB)
 //	-output-max-length    stdout/stderr cap in characters (default 4096)
 //	-memory-limit         memory of one sandbox, e.g. 1GiB (default 1GiB)
+//	-cpus                 CPU quota of one sandbox, in cores (default 1)
+//	-max-memory           memory of all sandboxes together (default half of RAM)
+//	-max-disk             disk of all sandboxes' /mnt/data together (default half
+//	                      of the free space of -data-dir)
+//	-sandbox-user         unprivileged host account sandboxes run as when the
+//	                      emulator runs as root (default nobody; never root)
 //	-data-dir             directory for the sessions' data (default: a temporary one)
 //	-ready                interpreters kept started (default 2)
 //	-preload              modules each interpreter imports in the background,
@@ -89,24 +96,30 @@ type config struct {
 	preload                                                   []string
 	cooldown, maxExecutionTime                                time.Duration
 	maxSessions, outputMaxLength, ready                       int
-	maxUploadBytes, memoryLimit                               byteSize
+	maxUploadBytes, memoryLimit, maxMemory, maxDisk           byteSize
+	cpus                                                      float64
+	sandboxUser                                               string
 	requireToken                                              bool
 	token                                                     string // AZSESSIONS_EMULATOR_TOKEN
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{maxUploadBytes: emulator.DefaultMaxUploadBytes, memoryLimit: 1 << 30}
+	c := config{maxUploadBytes: emulator.DefaultMaxUploadBytes, memoryLimit: 1 << 30, cpus: 1}
 	fs := flag.NewFlagSet("azsessions-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
 	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, or none (no isolation: only for trusted code)")
 	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
 	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
-	fs.IntVar(&c.maxSessions, "max-sessions", emulator.DefaultMaxSessions, "live sessions in the pool; one more gets 404")
+	fs.IntVar(&c.maxSessions, "max-sessions", 0, fmt.Sprintf("live sessions in the pool; one more gets 404 (default, or 0: as many sandboxes as fit in -max-memory and -max-disk, at most %d)", emulator.DefaultMaxSessions))
 	fs.DurationVar(&c.maxExecutionTime, "max-execution-time", emulator.DefaultMaxExecutionTime, "cap on one execution")
 	fs.Var(&c.maxUploadBytes, "max-upload-bytes", "largest upload, in bytes or with a unit (KiB, MiB, GiB, KB, MB, GB); above it 413")
 	fs.IntVar(&c.outputMaxLength, "output-max-length", emulator.DefaultOutputMaxLength, "stdout and stderr cap, each, in characters")
 	fs.Var(&c.memoryLimit, "memory-limit", "memory of one sandbox, in bytes or with a unit (e.g. 1GiB)")
+	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of one sandbox, in cores (e.g. 0.5), background processes included")
+	fs.Var(&c.maxMemory, "max-memory", "memory of all sandboxes together (each counts its -memory-limit); past it new sessions get 404 (default: half of the host's RAM)")
+	fs.Var(&c.maxDisk, "max-disk", "disk of all sandboxes' /mnt/data together (each counts 1GiB); past it new sessions get 404 (default: half of the free space of -data-dir)")
+	fs.StringVar(&c.sandboxUser, "sandbox-user", "", "unprivileged host `account` (name, uid or uid:gid) that sandboxes run as when the emulator runs as root (default nobody; root is refused)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")
 	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast")
 	fs.Func("preload", "comma-separated `modules` every interpreter imports in the background once started, e.g. numpy,pandas,matplotlib (matplotlib means matplotlib.pyplot); none for nothing (default numpy: more is faster on first use, ~25 MiB more per interpreter for each of pandas and matplotlib)", func(v string) error {
@@ -134,6 +147,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.ready < 0 {
 		return c, errors.New("-ready must not be negative")
+	}
+	if c.maxSessions < 0 {
+		return c, errors.New("-max-sessions must not be negative")
+	}
+	if c.cpus <= 0 || c.cpus > 1024 {
+		return c, errors.New("-cpus must be a positive number of cores")
 	}
 	return c, nil
 }
@@ -181,6 +200,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{
 		Python: c.python, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
 		MemoryLimitBytes: int64(c.memoryLimit), Preload: c.preload, Logger: log,
+		CPUs: c.cpus, MaxTotalMemoryBytes: int64(c.maxMemory), MaxTotalDiskBytes: int64(c.maxDisk), SandboxUser: c.sandboxUser,
 	})
 	if errors.Is(err, emulator.ErrNoBubblewrap) {
 		return err // the error names the package to install and -sandbox=none
@@ -189,6 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		return err
 	}
 	logInfo(log, ex.Info())
+	c.maxSessions = maxSessions(c.maxSessions, ex)
 	h, err := emulator.NewHandler(emulator.Options{
 		Executor: ex, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
 		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Token: c.token, Logger: log,
@@ -237,6 +258,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		log.Error("closing the sandboxes failed", "err", closeErr)
 	}
 	return errors.Join(serveErr, closeErr)
+}
+
+// maxSessions is -max-sessions, or when it is 0 the default: as many sessions
+// as the executor has room for (emulator.DefaultMaxSessions at most), so
+// that the pool's limit and the sandboxes' pool-wide memory and disk limits
+// agree.
+func maxSessions(flagValue int, ex emulator.Executor) int {
+	if flagValue > 0 {
+		return flagValue
+	}
+	n := emulator.DefaultMaxSessions
+	if c, ok := ex.(interface{ Capacity() int }); ok && c.Capacity() > 0 {
+		n = min(n, c.Capacity())
+	}
+	return n
 }
 
 // tokenEnv is the environment variable holding the one bearer token

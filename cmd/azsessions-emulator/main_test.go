@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/testenv"
 	"go.uber.org/goleak"
 
 	"github.com/azsessions/azsessions/emulator"
@@ -31,7 +33,11 @@ func TestParseFlags(t *testing.T) {
 			require.Equal(t, "127.0.0.1:8080", c.addr)
 			require.Equal(t, "bwrap", c.sandbox)
 			require.Equal(t, 5*time.Minute, c.cooldown)
-			require.Equal(t, 600, c.maxSessions)
+			require.Equal(t, 0, c.maxSessions, "0: derived from the executor's capacity")
+			require.Equal(t, 1.0, c.cpus)
+			require.Zero(t, c.maxMemory, "0: the sandbox's default")
+			require.Zero(t, c.maxDisk)
+			require.Empty(t, c.sandboxUser)
 			require.Equal(t, 220*time.Second, c.maxExecutionTime)
 			require.Equal(t, byteSize(128<<20), c.maxUploadBytes)
 			require.Equal(t, 4096, c.outputMaxLength)
@@ -53,6 +59,15 @@ func TestParseFlags(t *testing.T) {
 			require.Equal(t, time.Hour, c.cooldown)
 			require.True(t, c.requireToken)
 		}},
+		{[]string{"-cpus", "0.5", "-max-memory", "8GiB", "-max-disk", "20GiB", "-sandbox-user", "1234:1234", "-max-sessions", "7"}, "", func(t *testing.T, c config) {
+			require.Equal(t, 0.5, c.cpus)
+			require.Equal(t, byteSize(8<<30), c.maxMemory)
+			require.Equal(t, byteSize(20<<30), c.maxDisk)
+			require.Equal(t, "1234:1234", c.sandboxUser)
+			require.Equal(t, 7, c.maxSessions)
+		}},
+		{[]string{"-cpus", "0"}, "-cpus must be", nil},
+		{[]string{"-max-sessions", "-3"}, "negative", nil},
 		{[]string{"-sandbox=docker"}, "-sandbox must be", nil},
 		{[]string{"-tls-cert", "x.pem"}, "go together", nil},
 		{[]string{"-max-upload-bytes", "lots"}, "invalid size", nil},
@@ -156,7 +171,7 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
-	dataDir := t.TempDir()
+	dataDir := testenv.DataDir(t)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-ready", "0", "-data-dir", dataDir, "-require-token"}, &stdout, &stderr, nil)
 	}()
@@ -220,4 +235,34 @@ func TestRunRefusesWithoutBubblewrap(t *testing.T) {
 	}
 	require.ErrorContains(t, err, "apt-get install bubblewrap")
 	require.ErrorContains(t, err, "-sandbox=none")
+}
+
+// capacityExecutor is an executor with a pool-wide capacity, like the
+// sandbox's.
+type capacityExecutor struct {
+	emulator.Executor
+	n int
+}
+
+func (c capacityExecutor) Capacity() int { return c.n }
+
+func TestMaxSessionsDefault(t *testing.T) {
+	scripted := emulator.ScriptedExecutor(nil)
+	tests := []struct {
+		name string
+		flag int
+		ex   emulator.Executor
+		want int
+	}{
+		{"explicit", 7, capacityExecutor{scripted, 3}, 7},
+		{"fits the executor", 0, capacityExecutor{scripted, 12}, 12},
+		{"at most the service's", 0, capacityExecutor{scripted, 100000}, emulator.DefaultMaxSessions},
+		{"unbounded executor", 0, capacityExecutor{scripted, -1}, emulator.DefaultMaxSessions},
+		{"no capacity", 0, scripted, emulator.DefaultMaxSessions},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, maxSessions(tt.flag, tt.ex))
+		})
+	}
 }

@@ -6,8 +6,16 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
+
+// ErrPoolFull is wrapped by the error of Executor.NewKernel when the
+// executor has no room for one more kernel (its pool-wide memory or disk
+// budget is spent). The emulator answers it like a session pool at
+// MaxSessions: 404 SessionPoolFull (or its legacy equivalent); existing
+// sessions keep working.
+var ErrPoolFull = errors.New("the session pool is full: no room for one more sandbox within the pool-wide memory and disk limits")
 
 // Request is one execution handed to a Kernel.
 type Request struct {

@@ -14,21 +14,32 @@ import (
 	"time"
 )
 
-// cgroups places each sandbox in its own cgroup with a memory and a pids limit.
-// It supports cgroup v2 (unified) and the v1 "memory" and "pids" hierarchies,
-// creating its groups below the cgroup the emulator itself runs in.
+// cgroups places each sandbox in its own cgroup with a memory, a pids and a
+// CPU limit. It supports cgroup v2 (unified) and the v1 "memory", "pids",
+// "cpu" and "cpuacct" hierarchies, creating its groups below the cgroup the
+// emulator itself runs in. The executor's group is named after the owning
+// process (see ownerName), so that a later executor can remove the groups
+// of one that was killed.
 type cgroups struct {
 	version int      // 1 or 2
 	bases   []string // executor-level group dirs (one per v1 hierarchy, one for v2)
 	memory  string   // base that holds the memory controller ("" = none)
 	pids    string   // base that holds the pids controller ("" = none)
+	cpu     string   // base that holds the cpu controller ("" = none)
+	cpuacct string   // base that accounts CPU time (v1 cpuacct, or the v2 base)
 }
 
 // cgroupSet is one sandbox's groups.
 type cgroupSet struct {
-	dirs []string
-	v2   bool
+	dirs    []string
+	v2      bool
+	cpu     string // the set's group of the cpu controller ("" = none)
+	cpuacct string // the set's group that accounts CPU time ("" = none)
+	memory  string // the set's group of the memory controller ("" = none)
 }
+
+// cfsPeriodUS is the CFS bandwidth period of the CPU limit, in µs.
+const cfsPeriodUS = 100_000
 
 func randHex(n int) string {
 	b := make([]byte, n)
@@ -77,7 +88,8 @@ func cgroupMounts() map[string]string {
 			}
 		case "cgroup":
 			for _, o := range strings.Split(fields[3], ",") {
-				if o == "memory" || o == "pids" {
+				switch o {
+				case "memory", "pids", "cpu", "cpuacct":
 					m[o] = fields[1]
 				}
 			}
@@ -94,7 +106,7 @@ func newCgroups() (*cgroups, error) {
 		return nil, err
 	}
 	mounts := cgroupMounts()
-	name := fmt.Sprintf("azsessions-%d-%s", os.Getpid(), randHex(4))
+	name := ownerName()
 	// cgroup v2 when the unified hierarchy has the controllers we need.
 	if mp, ok := mounts[""]; ok {
 		if p, ok := own[""]; ok {
@@ -104,7 +116,8 @@ func newCgroups() (*cgroups, error) {
 		}
 	}
 	cg := &cgroups{version: 1}
-	for _, ctrl := range []string{"pids", "memory"} {
+	byMount := map[string]string{} // co-mounted controllers (cpu,cpuacct) share a dir
+	for _, ctrl := range []string{"pids", "memory", "cpu", "cpuacct"} {
 		mp, ok := mounts[ctrl]
 		if !ok {
 			continue
@@ -113,15 +126,24 @@ func newCgroups() (*cgroups, error) {
 		if !ok {
 			continue
 		}
-		dir := filepath.Join(mp, p, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			continue
+		dir, ok := byMount[mp]
+		if !ok {
+			dir = filepath.Join(mp, p, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				continue
+			}
+			byMount[mp] = dir
+			cg.bases = append(cg.bases, dir)
 		}
-		cg.bases = append(cg.bases, dir)
-		if ctrl == "pids" {
+		switch ctrl {
+		case "pids":
 			cg.pids = dir
-		} else {
+		case "memory":
 			cg.memory = dir
+		case "cpu":
+			cg.cpu = dir
+		case "cpuacct":
+			cg.cpuacct = dir
 		}
 	}
 	if cg.pids == "" {
@@ -149,16 +171,21 @@ func newCgroupsV2(parent, name string) (*cgroups, error) {
 	}
 	cg := &cgroups{version: 2, bases: []string{dir}}
 	enable := "+pids"
-	if has["memory"] {
-		enable += " +memory"
+	for _, c := range []string{"memory", "cpu"} {
+		if has[c] {
+			enable += " +" + c
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
 		cg.remove()
 		return nil, err
 	}
-	cg.pids = dir
+	cg.pids, cg.cpuacct = dir, dir // cpu.stat's usage_usec is always there
 	if has["memory"] {
 		cg.memory = dir
+	}
+	if has["cpu"] {
+		cg.cpu = dir
 	}
 	return cg, nil
 }
@@ -169,11 +196,15 @@ func (c *cgroups) describe() string {
 	if c.memory != "" {
 		s += "+memory"
 	}
+	if c.cpu != "" {
+		s += "+cpu"
+	}
 	return s
 }
 
-// create makes the groups of one sandbox with the given limits.
-func (c *cgroups) create(name string, memBytes int64, maxProcs int) (*cgroupSet, error) {
+// create makes the groups of one sandbox with the given limits (cpus in
+// cores; 0 = no CPU limit).
+func (c *cgroups) create(name string, memBytes int64, maxProcs int, cpus float64) (*cgroupSet, error) {
 	set := &cgroupSet{v2: c.version == 2}
 	write := func(dir, file, val string) error {
 		return os.WriteFile(filepath.Join(dir, file), []byte(val), 0o644)
@@ -185,6 +216,16 @@ func (c *cgroups) create(name string, memBytes int64, maxProcs int) (*cgroupSet,
 			return nil, err
 		}
 		set.dirs = append(set.dirs, dir)
+		if base == c.cpu {
+			set.cpu = dir
+		}
+		if base == c.cpuacct {
+			set.cpuacct = dir
+		}
+		if base == c.memory {
+			set.memory = dir
+		}
+		quota := strconv.FormatInt(int64(cpus*cfsPeriodUS), 10)
 		var err error
 		switch {
 		case c.version == 2:
@@ -195,14 +236,22 @@ func (c *cgroups) create(name string, memBytes int64, maxProcs int) (*cgroupSet,
 				err = write(dir, "memory.max", strconv.FormatInt(memBytes, 10))
 				_ = write(dir, "memory.swap.max", "0")
 			}
-		case base == c.pids:
-			if maxProcs > 0 {
+			if err == nil && c.cpu != "" && cpus > 0 {
+				err = write(dir, "cpu.max", quota+" "+strconv.Itoa(cfsPeriodUS))
+			}
+		default: // v1: a base may hold several controllers (co-mounted)
+			if base == c.pids && maxProcs > 0 {
 				err = write(dir, "pids.max", strconv.Itoa(maxProcs))
 			}
-		case base == c.memory:
-			if memBytes > 0 {
+			if err == nil && base == c.memory && memBytes > 0 {
 				err = write(dir, "memory.limit_in_bytes", strconv.FormatInt(memBytes, 10))
 				_ = write(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(memBytes, 10))
+			}
+			if err == nil && base == c.cpu && cpus > 0 {
+				err = write(dir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriodUS))
+				if err == nil {
+					err = write(dir, "cpu.cfs_quota_us", quota)
+				}
 			}
 		}
 		if err != nil {
@@ -220,6 +269,63 @@ func (s *cgroupSet) procsFiles() []string {
 		files = append(files, filepath.Join(d, "cgroup.procs"))
 	}
 	return files
+}
+
+// cpuUsage is the CPU time the set's processes used, from cpuacct.usage (v1)
+// or cpu.stat's usage_usec (v2).
+func (s *cgroupSet) cpuUsage() (time.Duration, error) {
+	if s == nil || s.cpuacct == "" {
+		return 0, errors.New("no CPU accounting cgroup")
+	}
+	if !s.v2 {
+		data, err := os.ReadFile(filepath.Join(s.cpuacct, "cpuacct.usage"))
+		if err != nil {
+			return 0, err
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		return time.Duration(ns), err
+	}
+	us, err := s.cpuStat("usage_usec")
+	return time.Duration(us) * time.Microsecond, err
+}
+
+// memoryUsage is the memory charged to the set (memory.usage_in_bytes or
+// memory.current): its processes' pages, and the tmpfs pages they wrote.
+func (s *cgroupSet) memoryUsage() (int64, error) {
+	if s == nil || s.memory == "" {
+		return 0, errors.New("no memory cgroup")
+	}
+	file := "memory.usage_in_bytes"
+	if s.v2 {
+		file = "memory.current"
+	}
+	data, err := os.ReadFile(filepath.Join(s.memory, file))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// cpuStat reads one field of the cpu controller's cpu.stat (e.g.
+// nr_throttled).
+func (s *cgroupSet) cpuStat(field string) (int64, error) {
+	dir := s.cpu
+	if s.v2 {
+		dir = s.cpuacct
+	}
+	if dir == "" {
+		return 0, errors.New("no cpu cgroup")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+" "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("cpu.stat has no %s", field)
 }
 
 // pids lists the processes in the set.

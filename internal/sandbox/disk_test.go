@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/azsessions/azsessions/internal/testenv"
+
 	"github.com/azsessions/azsessions/internal/kernel"
 )
 
@@ -132,7 +134,7 @@ func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
 // data is out of DataDir at once and Executor.Close waits for the deletion.
 func TestCloseRemovesDataInBackground(t *testing.T) {
 	release := make(chan struct{})
-	base := t.TempDir()
+	base := testenv.DataDir(t)
 	requireSandbox(t, true)
 	e, err := New(Options{DataDir: base, noPreload: true, removeHook: func() { <-release }})
 	require.NoError(t, err)

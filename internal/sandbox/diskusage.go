@@ -55,6 +55,14 @@ type usage struct {
 // deeper than maxWalkDepth, a descriptor shortage) is an error too: callers
 // must treat an error as over the limit.
 func diskUsage(dir string, maxEntries int64) (usage, error) {
+	return diskUsageOwned(dir, maxEntries, nil)
+}
+
+// diskUsageOwned is diskUsage that also gives every entry not owned by owner
+// to it (without following symlinks, relative to its directory's
+// descriptor): files the emulator wrote as root (uploads) become the
+// sandbox user's. A nil owner changes nothing.
+func diskUsageOwned(dir string, maxEntries int64, owner *hostID) (usage, error) {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return usage{}, err
@@ -67,7 +75,7 @@ func diskUsage(dir string, maxEntries int64) (usage, error) {
 		return usage{}, err
 	}
 	u := usage{bytes: blocks(fi)}
-	err = walkUsage(r, 1, maxEntries, &u)
+	err = walkUsage(r, 1, maxEntries, owner, &u)
 	return u, err
 }
 
@@ -83,7 +91,7 @@ func blocks(fi os.FileInfo) int64 {
 // batches and stat-ed relative to the directory's descriptor (os.Root does
 // fstatat); subdirectories are visited after the directory is closed, so a
 // level holds one descriptor (its Root) while deeper levels are walked.
-func walkUsage(r *os.Root, depth int, maxEntries int64, u *usage) error {
+func walkUsage(r *os.Root, depth int, maxEntries int64, owner *hostID, u *usage) error {
 	defer r.Close()
 	if depth > maxWalkDepth {
 		return errTooDeep
@@ -106,6 +114,14 @@ func walkUsage(r *os.Root, depth int, maxEntries int64, u *usage) error {
 			}
 			u.entries++
 			u.bytes += blocks(fi)
+			if owner != nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != owner.uid || int(st.Gid) != owner.gid) {
+					if err := r.Lchown(ent.Name(), owner.uid, owner.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						f.Close()
+						return err
+					}
+				}
+			}
 			if maxEntries > 0 && u.entries > maxEntries {
 				f.Close()
 				return errTooManyEntries
@@ -133,7 +149,7 @@ func walkUsage(r *os.Root, depth int, maxEntries int64, u *usage) error {
 			}
 			return err
 		}
-		if err := walkUsage(child, depth+1, maxEntries, u); err != nil {
+		if err := walkUsage(child, depth+1, maxEntries, owner, u); err != nil {
 			return err
 		}
 	}

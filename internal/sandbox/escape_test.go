@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/azsessions/azsessions/internal/testenv"
 
 	"github.com/azsessions/azsessions/internal/kernel"
 )
@@ -20,80 +25,87 @@ import (
 // working.
 
 func TestEscapeNetwork(t *testing.T) {
-	e := shared(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- struct{}{}
-			c.Close()
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		e := sharedFor(t, opts)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		accepted := make(chan struct{}, 1)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				accepted <- struct{}{}
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		k := newKernel(t, e)
+		res := run(t, k, fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=3)", port))
+		require.Equal(t, kernel.Failed, res.Status)
+		require.Contains(t, res.Stderr, "ConnectionRefusedError")
+		res = run(t, k, "import socket\nsocket.getaddrinfo('example.com', 443)")
+		require.Equal(t, kernel.Failed, res.Status)
+		res = requireOK(t, k, "import socket\nsocket.if_nameindex()")
+		require.JSONEq(t, `"[(1, 'lo')]"`, string(res.Value))
+		select {
+		case <-accepted:
+			t.Fatal("the sandbox reached the host's loopback")
+		case <-time.After(100 * time.Millisecond):
 		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	k := newKernel(t, e)
-	res := run(t, k, fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=3)", port))
-	require.Equal(t, kernel.Failed, res.Status)
-	require.Contains(t, res.Stderr, "ConnectionRefusedError")
-	res = run(t, k, "import socket\nsocket.getaddrinfo('example.com', 443)")
-	require.Equal(t, kernel.Failed, res.Status)
-	res = requireOK(t, k, "import socket\nsocket.if_nameindex()")
-	require.JSONEq(t, `"[(1, 'lo')]"`, string(res.Value))
-	select {
-	case <-accepted:
-		t.Fatal("the sandbox reached the host's loopback")
-	case <-time.After(100 * time.Millisecond):
-	}
-	requireOK(t, k, "1")
+		requireOK(t, k, "1")
+	})
 }
 
 func TestEscapeOtherKernelAndBaseDir(t *testing.T) {
-	e := shared(t)
-	k1, k2 := newKernel(t, e), newKernel(t, e)
-	requireOK(t, k2, "open('/mnt/data/secret.txt', 'w').write('k2 secret')")
-	require.FileExists(t, filepath.Join(k2.DataDir(), "secret.txt"))
-	tests := []struct{ name, code string }{
-		{"other kernel by host path", fmt.Sprintf("open(%q).read()", filepath.Join(k2.DataDir(), "secret.txt"))},
-		{"base dir", fmt.Sprintf("import os\nos.listdir(%q)", e.BaseDir())},
-		{"parent of data", "import os\nos.listdir('/mnt/data/..' + '/../' + %q)"},
-		{"proc of the host", fmt.Sprintf("open('/proc/%d/environ').read()", os.Getpid())},
-		{"root home", "import os\nos.listdir('/root')"},
-		{"shadow", "open('/etc/shadow').read()"},
-	}
-	tests[2].code = fmt.Sprintf(tests[2].code, strings.TrimPrefix(e.BaseDir(), "/"))
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			res := run(t, k1, tc.code)
-			require.Equal(t, kernel.Failed, res.Status, "value %s", res.Value)
-			require.Regexp(t, `FileNotFoundError|PermissionError`, res.Stderr)
-			require.NotContains(t, res.Stderr, "k2 secret")
-		})
-	}
-	res := requireOK(t, k1, "import os\nsorted(os.listdir('/mnt'))")
-	require.JSONEq(t, `"['data']"`, string(res.Value))
-	res = requireOK(t, k1, "os.getuid(), os.listdir('/mnt/data')")
-	require.JSONEq(t, `"(1000, [])"`, string(res.Value))
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		e := sharedFor(t, opts)
+		k1, k2 := newKernel(t, e), newKernel(t, e)
+		requireOK(t, k2, "open('/mnt/data/secret.txt', 'w').write('k2 secret')")
+		require.FileExists(t, filepath.Join(k2.DataDir(), "secret.txt"))
+		tests := []struct{ name, code string }{
+			{"other kernel by host path", fmt.Sprintf("open(%q).read()", filepath.Join(k2.DataDir(), "secret.txt"))},
+			{"base dir", fmt.Sprintf("import os\nos.listdir(%q)", e.BaseDir())},
+			{"parent of data", "import os\nos.listdir('/mnt/data/..' + '/../' + %q)"},
+			{"proc of the host", fmt.Sprintf("open('/proc/%d/environ').read()", os.Getpid())},
+			{"root home", "import os\nos.listdir('/root')"},
+			{"shadow", "open('/etc/shadow').read()"},
+		}
+		tests[2].code = fmt.Sprintf(tests[2].code, strings.TrimPrefix(e.BaseDir(), "/"))
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				res := run(t, k1, tc.code)
+				require.Equal(t, kernel.Failed, res.Status, "value %s", res.Value)
+				require.Regexp(t, `FileNotFoundError|PermissionError`, res.Stderr)
+				require.NotContains(t, res.Stderr, "k2 secret")
+			})
+		}
+		res := requireOK(t, k1, "import os\nsorted(os.listdir('/mnt'))")
+		require.JSONEq(t, `"['data']"`, string(res.Value))
+		res = requireOK(t, k1, "os.getuid(), os.listdir('/mnt/data')")
+		require.JSONEq(t, `"(1000, [])"`, string(res.Value))
+	})
 }
 
 func TestEscapeWriteSystem(t *testing.T) {
-	k := newKernel(t, shared(t))
-	for _, path := range []string{"/pwned", "/etc/pwned", "/etc/passwd", "/usr/pwned", "/usr/bin/python3", "/opt/azsessions/driver.py", "/sys/kernel/notes"} {
-		t.Run(path, func(t *testing.T) {
-			res := run(t, k, fmt.Sprintf("open(%q, 'a').write('x')", path))
-			require.Equal(t, kernel.Failed, res.Status)
-			require.Regexp(t, `OSError|PermissionError|Read-only file system|FileNotFoundError`, res.Stderr)
-		})
-	}
-	_, err := os.Stat("/pwned")
-	require.True(t, os.IsNotExist(err))
-	// /tmp is private and writable.
-	requireOK(t, k, "open('/tmp/ok', 'w').write('x')")
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		for _, path := range []string{"/pwned", "/etc/pwned", "/etc/passwd", "/usr/pwned", "/usr/bin/python3", "/opt/azsessions/driver.py", "/sys/kernel/notes"} {
+			t.Run(path, func(t *testing.T) {
+				res := run(t, k, fmt.Sprintf("open(%q, 'a').write('x')", path))
+				require.Equal(t, kernel.Failed, res.Status)
+				require.Regexp(t, `OSError|PermissionError|Read-only file system|FileNotFoundError`, res.Stderr)
+			})
+		}
+		_, err := os.Stat("/pwned")
+		require.True(t, os.IsNotExist(err))
+		// /tmp is private and writable.
+		requireOK(t, k, "open('/tmp/ok', 'w').write('x')")
+	})
 }
 
 func TestEscapeForkBomb(t *testing.T) {
-	k := newKernel(t, shared(t))
-	code := `import subprocess
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		code := `import subprocess
 procs, failures = [], 0
 for _ in range(500):
     try:
@@ -104,32 +116,35 @@ for p in procs:
     p.kill()
     p.wait()
 len(procs), failures`
-	res := runT(t, k, code, 60*time.Second)
-	require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
-	var started, failed int
-	_, err := fmt.Sscanf(strings.Trim(string(res.Value), `"`), "(%d, %d)", &started, &failed)
-	require.NoError(t, err, "value %s", res.Value)
-	t.Logf("started %d processes, %d failed", started, failed)
-	require.Less(t, started, testProcesses)
-	require.Greater(t, failed, 0)
-	requireOK(t, k, "1")
+		res := runT(t, k, code, 60*time.Second)
+		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+		var started, failed int
+		_, err := fmt.Sscanf(strings.Trim(string(res.Value), `"`), "(%d, %d)", &started, &failed)
+		require.NoError(t, err, "value %s", res.Value)
+		t.Logf("started %d processes, %d failed", started, failed)
+		require.Less(t, started, testProcesses)
+		require.Greater(t, failed, 0)
+		requireOK(t, k, "1")
+	})
 }
 
 func TestEscapeMemory(t *testing.T) {
-	k := newKernel(t, shared(t))
-	// One large allocation: MemoryError from RLIMIT_AS, the kernel survives.
-	res := run(t, k, "x = bytearray(1 << 30)")
-	require.Equal(t, kernel.Failed, res.Status)
-	require.Contains(t, res.Stderr, "MemoryError")
-	requireOK(t, k, "y = 1")
-	// Growing slowly past the limit: MemoryError or the cgroup OOM kill.
-	res = run(t, k, "chunks = []\nwhile True:\n    chunks.append(b'x' * (8 << 20))")
-	require.Equal(t, kernel.Failed, res.Status)
-	t.Logf("growing allocation: %s", lastLine(res.Stderr))
-	res = requireOK(t, k, "chunks = None\n1") // maybe after a restart
-	require.JSONEq(t, `1`, string(res.Value))
-	res = requireOK(t, k, "1")
-	require.False(t, res.Restarted)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		// One large allocation: MemoryError from RLIMIT_AS, the kernel survives.
+		res := run(t, k, "x = bytearray(1 << 30)")
+		require.Equal(t, kernel.Failed, res.Status)
+		require.Contains(t, res.Stderr, "MemoryError")
+		requireOK(t, k, "y = 1")
+		// Growing slowly past the limit: MemoryError or the cgroup OOM kill.
+		res = run(t, k, "chunks = []\nwhile True:\n    chunks.append(b'x' * (8 << 20))")
+		require.Equal(t, kernel.Failed, res.Status)
+		t.Logf("growing allocation: %s", lastLine(res.Stderr))
+		res = requireOK(t, k, "chunks = None\n1") // maybe after a restart
+		require.JSONEq(t, `1`, string(res.Value))
+		res = requireOK(t, k, "1")
+		require.False(t, res.Restarted)
+	})
 }
 
 func lastLine(s string) string {
@@ -138,17 +153,19 @@ func lastLine(s string) string {
 }
 
 func TestEscapeFileSize(t *testing.T) {
-	k := newKernel(t, shared(t))
-	res := run(t, k, fmt.Sprintf("with open('/mnt/data/big.bin', 'wb') as f:\n    f.write(b'x' * %d)", testFileSize+1))
-	require.Equal(t, kernel.Failed, res.Status)
-	require.Contains(t, res.Stderr, "File too large")
-	fi, err := os.Stat(filepath.Join(k.DataDir(), "big.bin"))
-	require.NoError(t, err)
-	require.LessOrEqual(t, fi.Size(), int64(testFileSize))
-	// Also in /tmp and from a subprocess.
-	res = run(t, k, fmt.Sprintf("import subprocess\nsubprocess.run(['head', '-c', '%d', '/dev/zero'], stdout=open('/tmp/z', 'wb'), check=True)", testFileSize+1))
-	require.Equal(t, kernel.Failed, res.Status)
-	requireOK(t, k, "1")
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		res := run(t, k, fmt.Sprintf("with open('/mnt/data/big.bin', 'wb') as f:\n    f.write(b'x' * %d)", testFileSize+1))
+		require.Equal(t, kernel.Failed, res.Status)
+		require.Contains(t, res.Stderr, "File too large")
+		fi, err := os.Stat(filepath.Join(k.DataDir(), "big.bin"))
+		require.NoError(t, err)
+		require.LessOrEqual(t, fi.Size(), int64(testFileSize))
+		// Also in /tmp and from a subprocess.
+		res = run(t, k, fmt.Sprintf("import subprocess\nsubprocess.run(['head', '-c', '%d', '/dev/zero'], stdout=open('/tmp/z', 'wb'), check=True)", testFileSize+1))
+		require.Equal(t, kernel.Failed, res.Status)
+		requireOK(t, k, "1")
+	})
 }
 
 func TestDataDirQuota(t *testing.T) {
@@ -187,7 +204,7 @@ func TestDataDirQuota(t *testing.T) {
 // in it) and removes every directory.
 func TestCloseLeavesNothing(t *testing.T) {
 	requireSandbox(t, true)
-	base := t.TempDir()
+	base := testenv.DataDir(t)
 	e, err := New(Options{DataDir: filepath.Join(base, "data"), Ready: 1})
 	require.NoError(t, err)
 	k := newKernel(t, e)
@@ -195,7 +212,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	requireOK(t, k, "import subprocess\np = subprocess.Popen(['sleep', '1000."+marker+"'], start_new_session=True)")
 	// Popen returns before the child has exec'd sleep: wait until it shows.
 	require.Eventually(t, func() bool { return len(findProcs(t, "1000."+marker)) > 0 }, 10*time.Second, 20*time.Millisecond)
-	sysDir := e.sysDir
+	execDir := e.BaseDir() // in the command line of every bwrap
 	// Let the pool refill so that a ready kernel is killed too.
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -207,11 +224,11 @@ func TestCloseLeavesNothing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	require.NotEmpty(t, findProcs(t, sysDir))
+	require.NotEmpty(t, findProcs(t, execDir))
 	require.NoError(t, e.Close())
 	require.NoError(t, e.Close()) // idempotent
 	require.Empty(t, findProcs(t, "1000."+marker))
-	require.Empty(t, findProcs(t, sysDir))
+	require.Empty(t, findProcs(t, execDir))
 	ents, err := os.ReadDir(filepath.Join(base, "data"))
 	require.NoError(t, err)
 	require.Empty(t, ents)
@@ -271,7 +288,7 @@ func TestInheritedDescriptorsClosed(t *testing.T) {
 	defer w.Close()
 	_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), syscall.F_SETFD, 0) // clear FD_CLOEXEC
 	require.Zero(t, errno)
-	e, err := New(Options{DataDir: t.TempDir(), Ready: 0})
+	e, err := New(Options{DataDir: testenv.DataDir(t), Ready: 0})
 	require.NoError(t, err)
 	defer e.Close()
 	k := newKernel(t, e)
@@ -291,4 +308,292 @@ print(max(fd for fd, target in fds.items() if 'pipe:' in target))`
 	highest, err := strconv.Atoi(lines[len(lines)-1])
 	require.NoError(t, err)
 	require.LessOrEqual(t, highest, 4, "a pipe above the protocol's (3, 4) reached user code")
+}
+
+// Attacks of issue 10. Each test fails on the code before it (bwrap mapped
+// the sandbox to host uid 0, no socket or keyring rules, /dev writable,
+// host paths in mountinfo, /usr/local visible, leftovers never removed).
+
+// pyJSON runs code that prints one JSON document and decodes it into v.
+func pyJSON(t *testing.T, k kernel.Kernel, code string, v any) {
+	t.Helper()
+	res := requireOK(t, k, "import json\n"+code)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), v), "stdout: %s", res.Stdout)
+}
+
+// TestEscapeProcSys: the kernel's global knobs cannot be written from a
+// session. Before, /proc/sys was writable as host root, and pointing
+// kernel.core_pattern at a script in /mnt/data ran it on the host as root.
+// The cell writes back the value it read, so nothing changes where a write
+// succeeds.
+func TestEscapeProcSys(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		before, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+		require.NoError(t, err)
+		var res map[string]string
+		pyJSON(t, k, `res = {}
+for p in ['/proc/sys/kernel/core_pattern', '/proc/sys/kernel/modprobe', '/proc/sys/fs/suid_dumpable',
+          '/proc/sys/vm/overcommit_memory', '/proc/sys/kernel/sysrq', '/proc/sysrq-trigger']:
+    try:
+        v = '' if p.endswith('trigger') else open(p).read()
+        with open(p, 'w') as f:
+            f.write(v or '\n')
+        res[p] = 'written'
+    except OSError as e:
+        res[p] = type(e).__name__
+print(json.dumps(res))`, &res)
+		for p, outcome := range res {
+			require.NotEqual(t, "written", outcome, "%s was writable from the sandbox", p)
+		}
+		require.Len(t, res, 6)
+		after, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+		require.NoError(t, err)
+		require.Equal(t, string(before), string(after))
+	})
+}
+
+// TestEscapeHostRoot: when the emulator is root, session code runs as an
+// unprivileged host uid: what it creates is not owned by host root, its
+// user namespace maps it to that uid, and it has no capability.
+func TestEscapeHostRoot(t *testing.T) {
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		e := sharedFor(t, opts)
+		k := newKernel(t, e)
+		requireOK(t, k, "open('/mnt/data/mine', 'w').write('x')")
+		fi, err := os.Stat(filepath.Join(k.DataDir(), "mine"))
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		require.NotZero(t, st.Uid, "a file created in the sandbox is owned by host root")
+		require.NotZero(t, st.Gid)
+		// Every process of the sandbox, seen from the host: no id is 0 and
+		// its user namespace maps nothing to host root (so no capability
+		// it holds there reaches the host's namespace).
+		pids := sandboxPids(t, k)
+		require.NotEmpty(t, pids)
+		hostNS, err := os.Readlink("/proc/self/ns/user")
+		require.NoError(t, err)
+		for _, pid := range pids {
+			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			if err != nil {
+				continue // ended meanwhile
+			}
+			for _, line := range strings.Split(string(status), "\n") {
+				if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+					require.NotContains(t, strings.Fields(v), "0", "pid %d runs as host root: %s", pid, line)
+				}
+				if v, ok := strings.CutPrefix(line, "Gid:"); ok {
+					require.NotContains(t, strings.Fields(v), "0", "pid %d runs as host group root: %s", pid, line)
+				}
+			}
+			ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
+			if err != nil || ns == hostNS {
+				continue // bwrap's outer process: its Uid is what counts
+			}
+			uidMap, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", pid))
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(uidMap)), "\n") {
+				f := strings.Fields(line)
+				require.Len(t, f, 3)
+				require.NotEqual(t, "0", f[1], "pid %d: its user namespace maps %s to host root", pid, f[0])
+			}
+		}
+		res := requireOK(t, k, "[l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapAmb'))]")
+		require.JSONEq(t, `"['0000000000000000', '0000000000000000', '0000000000000000']"`, string(res.Value))
+	})
+}
+
+// sandboxPids lists the host pids of k's processes (bwrap's included).
+func sandboxPids(t *testing.T, k *Kernel) []int {
+	t.Helper()
+	p, err := k.current()
+	require.NoError(t, err)
+	if p.cg != nil {
+		return p.cg.pids()
+	}
+	return processTree(p.cmd.Process.Pid)
+}
+
+// TestUploadsBelongToTheSandbox: files and directories the emulator writes
+// into a data directory as root (uploads) are the session's to change and
+// delete, and what the session writes is the emulator's to read and delete.
+func TestUploadsBelongToTheSandbox(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		dir := k.DataDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "up.txt"), []byte("up"), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub", "deeper"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "deeper", "in.txt"), []byte("in"), 0o600))
+		requireOK(t, k, `import os
+open('/mnt/data/up.txt', 'a').write('+cell')
+open('/mnt/data/sub/deeper/in.txt', 'a').write('+cell')
+open('/mnt/data/sub/deeper/new.txt', 'w').write('new')
+os.rename('/mnt/data/sub/deeper/in.txt', '/mnt/data/sub/moved.txt')
+os.chmod('/mnt/data/sub/moved.txt', 0o600)`)
+		data, err := os.ReadFile(filepath.Join(dir, "up.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "up+cell", string(data))
+		data, err = os.ReadFile(filepath.Join(dir, "sub", "moved.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "in+cell", string(data))
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, "sub")))
+		requireOK(t, k, "import os\nos.remove('/mnt/data/up.txt')\nassert os.listdir('/mnt/data') == []")
+	})
+}
+
+// TestEscapeSocketFamilies: only AF_UNIX, AF_INET, AF_INET6 and
+// NETLINK_ROUTE sockets can be created. AF_VSOCK reached the hypervisor
+// whatever the network namespace.
+func TestEscapeSocketFamilies(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		var got map[string]int
+		pyJSON(t, k, `import socket
+res = {}
+for name, fam, typ, proto in [('vsock', 40, socket.SOCK_STREAM, 0), ('packet', 17, socket.SOCK_RAW, 0),
+        ('alg', 38, socket.SOCK_SEQPACKET, 0), ('bluetooth', 31, socket.SOCK_STREAM, 0),
+        ('netlink-audit', 16, socket.SOCK_RAW, 9), ('netlink-uevent', 16, socket.SOCK_DGRAM, 15),
+        ('unix', 1, socket.SOCK_STREAM, 0), ('inet', 2, socket.SOCK_DGRAM, 0),
+        ('inet6', 10, socket.SOCK_STREAM, 0), ('netlink-route', 16, socket.SOCK_RAW, 0)]:
+    try:
+        socket.socket(fam, typ, proto).close()
+        res[name] = 0
+    except OSError as e:
+        res[name] = e.errno
+print(json.dumps(res))`, &got)
+		for _, name := range []string{"vsock", "packet", "alg", "bluetooth", "netlink-audit", "netlink-uevent"} {
+			require.Equal(t, int(syscall.EAFNOSUPPORT), got[name], "%s: %v", name, got)
+		}
+		for _, name := range []string{"unix", "inet", "inet6", "netlink-route"} {
+			require.Zero(t, got[name], "%s: %v", name, got)
+		}
+		// Python's own uses of netlink keep working.
+		requireOK(t, k, "import socket\nsocket.if_nameindex()")
+	})
+}
+
+// TestEscapeSyscalls: the kernel keyring (not namespaced, charged to the
+// host user) and other kernel interfaces a session has no use for are
+// refused by the seccomp filter.
+func TestEscapeSyscalls(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		tests := []struct {
+			name  string
+			nr    int
+			args  string
+			errno syscall.Errno
+		}{
+			{"add_key", unix.SYS_ADD_KEY, `b"user", b"azs", b"x", 1, -2`, syscall.EPERM},
+			{"keyctl", unix.SYS_KEYCTL, "0, -3, 0", syscall.EPERM}, // KEYCTL_GET_KEYRING_ID of the session keyring
+			{"request_key", unix.SYS_REQUEST_KEY, `b"user", b"azs", None, 0`, syscall.EPERM},
+			{"ptrace", unix.SYS_PTRACE, "0, 0, 0, 0", syscall.EPERM}, // PTRACE_TRACEME
+			{"personality", unix.SYS_PERSONALITY, "0x0040000", syscall.EPERM},
+			{"userfaultfd", unix.SYS_USERFAULTFD, "0", syscall.EPERM},
+			{"perf_event_open", unix.SYS_PERF_EVENT_OPEN, "None, 0, -1, -1, 0", syscall.EPERM},
+			{"bpf", unix.SYS_BPF, "0, None, 0", syscall.EPERM},
+			{"unshare", unix.SYS_UNSHARE, strconv.Itoa(unix.CLONE_NEWUSER), syscall.EPERM},
+			{"clone with CLONE_NEWUSER", unix.SYS_CLONE, strconv.Itoa(unix.CLONE_NEWUSER|int(syscall.SIGCHLD)) + ", 0, 0, 0, 0", syscall.EPERM},
+			{"clone3", unix.SYS_CLONE3, "None, 0", syscall.ENOSYS},
+			{"mount", unix.SYS_MOUNT, `b"none", b"/tmp", b"tmpfs", 0, None`, syscall.EPERM},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				res := requireOK(t, k, fmt.Sprintf(`import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(%d, %s)
+print(r, ctypes.get_errno())`, tc.nr, tc.args))
+				require.Equal(t, fmt.Sprintf("-1 %d\n", tc.errno), res.Stdout, "errno %d is %v", tc.errno, tc.errno)
+			})
+		}
+		// Allowed forms still work: personality queries, plain clone (fork).
+		requireOK(t, k, "import ctypes, os\nassert ctypes.CDLL(None).personality(0xffffffff) >= 0\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)")
+	})
+}
+
+// TestEscapeDevAndTmp: nothing can be written to /dev (before, an uncapped
+// tmpfs: 2 GiB of host RAM with a 1 GiB memory limit), /dev/shm and /tmp are
+// capped.
+func TestEscapeDevAndTmp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		shm, tmp := tmpfsSizes(opts)
+		var got map[string][2]int64
+		pyJSON(t, k, fmt.Sprintf(`import os
+def fill(d, cap):
+    n = 0
+    try:
+        for i in range(cap // (4 << 20) + 4):
+            with open(f'{d}/fill{i}', 'wb') as f:
+                for _ in range(4):
+                    f.write(b'x' * (1 << 20))
+                    n += 1 << 20
+    except OSError as e:
+        return [n, e.errno]
+    return [n, 0]
+res = {'dev': fill('/dev', 1 << 20), 'shm': fill('/dev/shm', %d), 'tmp': fill('/tmp', %d)}
+for d in ('/dev/shm', '/tmp'):
+    for n in os.listdir(d):
+        if n.startswith('fill'):
+            os.remove(d + '/' + n)
+print(json.dumps(res))`, shm, tmp), &got)
+		require.Equal(t, [2]int64{0, int64(syscall.EROFS)}, got["dev"], "/dev is writable")
+		require.Equal(t, int64(syscall.ENOSPC), got["shm"][1], "/dev/shm: %v", got["shm"])
+		require.LessOrEqual(t, got["shm"][0], shm)
+		require.Equal(t, int64(syscall.ENOSPC), got["tmp"][1], "/tmp: %v", got["tmp"])
+		require.LessOrEqual(t, got["tmp"][0], tmp)
+		requireOK(t, k, "open('/dev/null', 'w').write('x')\nopen('/tmp/ok', 'w').write('x')")
+	})
+}
+
+// TestEscapeMountinfo: /proc/self/mountinfo shows no host path but the
+// system directories and the data directory's (see the package
+// documentation): not the executor's sys directory, no home.
+func TestEscapeMountinfo(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		e := sharedFor(t, opts)
+		k := newKernel(t, e)
+		res := requireOK(t, k, "print(open('/proc/self/mountinfo').read())")
+		allowed := append([]string{"/", "/etc", "/null", "/zero", "/full", "/random", "/urandom", "/tty", "/newroot"}, systemDirs...)
+		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+			f := strings.Fields(line)
+			require.GreaterOrEqual(t, len(f), 5, line)
+			root, point := f[3], f[4]
+			if point == sandboxData {
+				require.Equal(t, k.DataDir(), root)
+				continue
+			}
+			sep := slices.Index(f, "-")
+			require.Greater(t, sep, 0, line)
+			switch f[sep+1] { // the file system type
+			case "proc", "tmpfs", "devtmpfs", "devpts", "mqueue":
+				continue // paths inside a virtual file system
+			}
+			ok := false
+			for _, a := range allowed {
+				ok = ok || root == a || strings.HasPrefix(root, a+"/") && a != "/"
+			}
+			require.True(t, ok, "mountinfo shows the host path %s: %s", root, line)
+			require.NotContains(t, line, e.BaseDir())
+		}
+		require.NotContains(t, res.Stdout, e.sysDir)
+	})
+}
+
+// TestEscapeUsrLocal: /usr/local (locally installed software, not the
+// interpreter's) is empty in the sandbox.
+func TestEscapeUsrLocal(t *testing.T) {
+	ents, err := os.ReadDir("/usr/local")
+	if err != nil || len(ents) == 0 {
+		t.Skip("/usr/local is empty or missing here")
+	}
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		res := requireOK(t, k, "import os\nos.path.isdir('/usr/local') and os.listdir('/usr/local')")
+		require.Contains(t, []string{`"[]"`, `"False"`}, string(res.Value), "host /usr/local is visible")
+	})
 }

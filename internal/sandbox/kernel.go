@@ -29,10 +29,6 @@ const (
 	sandboxTmp  = "/tmp"
 )
 
-// seccompFD is the descriptor bwrap reads its seccomp filter from (fds 3 and
-// 4 are the driver's protocol pipes).
-const seccompFD = 5
-
 // maxReplyBytes bounds one protocol line from the driver.
 const maxReplyBytes = 64 << 20
 
@@ -112,7 +108,7 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	var cg *cgroupSet
 	if e.cg != nil {
 		var err error
-		cg, err = e.cg.create(fmt.Sprintf("%s-%s", role, randHex(6)), e.opts.MemoryLimitBytes, e.opts.MaxProcesses)
+		cg, err = e.cg.create(fmt.Sprintf("%s-%s", role, randHex(6)), e.opts.MemoryLimitBytes, e.opts.MaxProcesses, e.opts.CPUs)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
@@ -137,15 +133,48 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if d := filepath.Dir(e.python); !underSystemDirs(d) {
 		env["PATH"] = d + ":" + env["PATH"]
 	}
-	var args []string
-	var seccomp []byte // the seccomp filter for bwrap, passed as fd seccompFD
-	if e.opts.Mode == ModeBwrap {
-		seccomp = seccompProgram()
+
+	// Descriptors of the child: 3 and 4 the protocol, then bwrap's inputs.
+	var files []*os.File // every descriptor opened here, closed by closeAll
+	var extra []*os.File // the child's fds 3, 4, ...
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
 	}
+	addFD := func(f *os.File) int {
+		extra = append(extra, f)
+		return 2 + len(extra)
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return
+	}
+	fail := func(err error) (*proc, error) {
+		closeAll()
+		cg.kill(0)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cmdR, cmdW, err1 := pipe()
+	resR, resW, err2 := pipe()
+	outR, outW, err3 := pipe()
+	errR, errW, err4 := pipe()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return fail(err)
+	}
+	addFD(cmdR)
+	addFD(resW)
+
+	var args []string
 	if e.opts.Mode == ModeNone {
 		if err := os.MkdirAll(tmpDir, 0o700); err != nil {
-			cg.kill(0)
-			return nil, fmt.Errorf("sandbox: %w", err)
+			return fail(err)
+		}
+		if err := e.id.chown(tmpDir); err != nil {
+			return fail(err)
 		}
 		env["HOME"], env["TMPDIR"] = tmpDir, tmpDir
 		env["MPLCONFIGDIR"] = filepath.Join(tmpDir, ".config", "matplotlib")
@@ -161,9 +190,35 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cfg.MplCache = sandboxSys + "/mpl"
 		cj, _ := json.Marshal(cfg)
 		args = e.bwrapArgs(dataDir, env)
-		if seccomp != nil {
-			args = append(args, "--seccomp", strconv.Itoa(seccompFD))
+		if seccomp := seccompProgram(); seccomp != nil {
+			// bwrap reads the filter from the pipe (and closes it) before it
+			// runs the driver; the program is far smaller than a pipe's buffer.
+			secR, secW, err := pipe()
+			if err == nil {
+				_, err = secW.Write(seccomp)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			_ = secW.Close()
+			args = append(args, "--seccomp", strconv.Itoa(addFD(secR)))
 		}
+		// The driver and the synthetic /etc files are copied into the
+		// sandbox's root from descriptors (bwrap --file): no bind mount of
+		// a host directory, so /proc/self/mountinfo does not show its path.
+		sys, err := e.sysFiles()
+		if err != nil {
+			return fail(err)
+		}
+		for _, sf := range sys {
+			f, err := os.Open(sf.host)
+			if err != nil {
+				return fail(err)
+			}
+			files = append(files, f)
+			args = append(args, "--file", strconv.Itoa(addFD(f)), sf.sandbox)
+		}
+		args = append(args, "--remount-ro", "/")
 		args = append(args, "--", e.python, "-s", sandboxSys+"/driver.py", string(cj))
 	}
 	if cg != nil {
@@ -171,6 +226,10 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
 		wrap = append(wrap, cg.procsFiles()...)
 		wrap = append(wrap, "--")
+		if e.id != nil {
+			// Root joins the cgroups, then becomes the sandbox user for good.
+			wrap = append(wrap, e.id.setprivArgs()...)
+		}
 		args = append(wrap, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
@@ -184,45 +243,12 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cmd.Dir = "/"
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return
-	}
-	cmdR, cmdW, err1 := pipe()
-	resR, resW, err2 := pipe()
-	outR, outW, err3 := pipe()
-	errR, errW, err4 := pipe()
-	var secR, secW *os.File
-	var err5 error
-	if seccomp != nil {
-		// bwrap reads the filter from the pipe (and closes it) before it runs
-		// the driver; the program is far smaller than a pipe's buffer.
-		if secR, secW, err5 = pipe(); err5 == nil {
-			_, err5 = secW.Write(seccomp)
-			_ = secW.Close()
-		}
-	}
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
-		closeAll()
-		cg.kill(0)
-		return nil, fmt.Errorf("sandbox: %w", err)
+	if e.id != nil && cg == nil {
+		cmd.SysProcAttr.Credential = e.id.credential()
 	}
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{cmdR, resW}
-	if secR != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, secR) // fd seccompFD
-	}
+	cmd.ExtraFiles = extra
 	p := &proc{
 		cmd: cmd, dataDir: dataDir, cg: cg, role: role,
 		cmdW: cmdW, resR: resR, outR: outR, errR: errR,
@@ -239,15 +265,11 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	p.stdout.begin(startNonce, 2048)
 	p.stderr.begin(startNonce, 2048)
 	if err := e.start(cmd); err != nil {
-		closeAll()
-		cg.kill(0)
-		return nil, fmt.Errorf("sandbox: start %s: %w", args[0], err)
+		return fail(fmt.Errorf("start %s: %w", args[0], err))
 	}
 	// The child has its ends now.
-	for _, f := range []*os.File{cmdR, resW, outW, errW, secR} {
-		if f != nil {
-			_ = f.Close()
-		}
+	for _, f := range append(extra, outW, errW) {
+		_ = f.Close()
 	}
 	p.wg.Add(4)
 	go func() {
@@ -287,7 +309,12 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	}
 }
 
-// bwrapArgs builds the bubblewrap command line (without the command).
+// bwrapArgs builds the bubblewrap command line up to the sandbox's files
+// (startProc adds them, the seccomp filter, --remount-ro / and the command).
+// Everything that a bind mount would expose of the host is chosen here: the
+// system directories, the interpreter's prefixes, a few /etc files and the
+// data directory, whose host path /proc/self/mountinfo shows (its name is
+// random; its parent is the executor's directory).
 func (e *Executor) bwrapArgs(dataDir string, env map[string]string) []string {
 	a := []string{e.bwrap, "--unshare-all", "--unshare-user"}
 	if e.noUserns {
@@ -312,6 +339,16 @@ func (e *Executor) bwrapArgs(dataDir string, env map[string]string) []string {
 	for _, p := range e.binds {
 		a = append(a, "--ro-bind", p, p)
 	}
+	// Directories of /usr that Python does not need are hidden behind an
+	// empty read-only tmpfs (unless the interpreter lives there).
+	for _, d := range hiddenDirs {
+		if e.needsDir(d) {
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			a = append(a, "--size", "4096", "--tmpfs", d, "--remount-ro", d)
+		}
+	}
 	for _, p := range []string{"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
 		"/etc/fonts", "/etc/localtime", "/etc/timezone", "/etc/matplotlibrc", "/etc/mime.types",
 		"/etc/ssl", "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/python3"} {
@@ -322,31 +359,86 @@ func (e *Executor) bwrapArgs(dataDir string, env map[string]string) []string {
 			a = append(a, "--ro-bind-try", p, p)
 		}
 	}
-	a = append(a,
-		"--ro-bind", filepath.Join(e.sysDir, "passwd"), "/etc/passwd",
-		"--ro-bind", filepath.Join(e.sysDir, "group"), "/etc/group",
-		"--ro-bind", filepath.Join(e.sysDir, "hosts"), "/etc/hosts",
-		"--ro-bind", e.sysDir, sandboxSys,
-		"--proc", "/proc",
-		"--dev", "/dev",
-	)
+	a = append(a, "--proc", "/proc")
+	// As Flatpak does: the kernel's global knobs are read-only inside even
+	// if the sandbox's user could write them (it cannot: it is an
+	// unprivileged host uid, see Options.SandboxUser).
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"} {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	shm, tmp := tmpfsSizes(e.opts)
+	a = append(a, "--dev", "/dev")
 	if e.sizeOpt {
-		a = append(a, "--size", strconv.FormatInt(64<<20, 10))
+		a = append(a, "--size", strconv.FormatInt(shm, 10))
 	}
 	a = append(a, "--tmpfs", "/dev/shm")
 	if e.sizeOpt {
-		a = append(a, "--size", strconv.FormatInt(e.opts.MaxDataDirBytes, 10))
+		a = append(a, "--size", strconv.FormatInt(tmp, 10))
 	}
 	a = append(a, "--tmpfs", sandboxTmp,
+		// /dev is a tmpfs without a size: nothing may be written to it
+		// (its devices and /dev/shm, a mount of its own, still work).
+		"--remount-ro", "/dev",
 		"--bind", dataDir, sandboxData,
 		"--chdir", sandboxData,
-		"--remount-ro", "/",
 		"--clearenv",
 	)
 	for k, v := range env {
 		a = append(a, "--setenv", k, v)
 	}
 	return a
+}
+
+// hiddenDirs are replaced by an empty directory in the sandbox: software
+// installed locally is not the interpreter's, and may hold secrets.
+var hiddenDirs = []string{"/usr/local"}
+
+// needsDir says whether the interpreter lives in or under d.
+func (e *Executor) needsDir(d string) bool {
+	for _, p := range append([]string{e.python}, e.binds...) {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	if real, err := filepath.EvalSymlinks(e.python); err == nil && strings.HasPrefix(real, d+"/") {
+		return true
+	}
+	return false
+}
+
+// tmpfsSizes are the sizes of /dev/shm and /tmp in the sandbox: their pages
+// are charged to the memory cgroup of the process that writes them (so to
+// MemoryLimitBytes when cgroups are active), and without cgroups these sizes
+// bound them: together at most 5/8 of MemoryLimitBytes, /tmp at most
+// MaxDataDirBytes.
+func tmpfsSizes(o Options) (shm, tmp int64) {
+	shm = min(64<<20, o.MemoryLimitBytes/8)
+	tmp = min(o.MaxDataDirBytes, o.MemoryLimitBytes/2)
+	return shm, tmp
+}
+
+// sysFile is a file copied into the sandbox's read-only root.
+type sysFile struct{ host, sandbox string }
+
+// sysFiles lists the executor's files that each sandbox gets: the driver,
+// the synthetic /etc files and the matplotlib font cache (once built).
+func (e *Executor) sysFiles() ([]sysFile, error) {
+	out := []sysFile{
+		{filepath.Join(e.sysDir, "driver.py"), sandboxSys + "/driver.py"},
+		{filepath.Join(e.sysDir, "passwd"), "/etc/passwd"},
+		{filepath.Join(e.sysDir, "group"), "/etc/group"},
+		{filepath.Join(e.sysDir, "hosts"), "/etc/hosts"},
+	}
+	ents, err := os.ReadDir(filepath.Join(e.sysDir, "mpl"))
+	if err != nil {
+		return nil, err
+	}
+	for _, ent := range ents {
+		if ent.Type().IsRegular() {
+			out = append(out, sysFile{filepath.Join(e.sysDir, "mpl", ent.Name()), sandboxSys + "/mpl/" + ent.Name()})
+		}
+	}
+	return out, nil
 }
 
 // readReplies turns fd 4 into messages until it ends or breaks.
@@ -557,7 +649,7 @@ func (k *Kernel) DataDirSpace() (used, limit int64, err error) {
 // p's processes hold open without a name on the data directory's file system
 // (unlinked while open, or O_TMPFILE), which du cannot see.
 func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
-	u, err := diskUsage(k.dataDir, maxEntries)
+	u, err := diskUsageOwned(k.dataDir, maxEntries, k.e.id)
 	if err != nil || p == nil || !p.alive() || p.cmd.Process == nil {
 		return u, err
 	}
@@ -900,22 +992,10 @@ func (k *Kernel) Close() error {
 	return k.e.removeLater(k.dataDir)
 }
 
-// removeKernelDirs removes a kernel's data dir and its companion tmp dir,
-// first making directories the code chmod-ed away writable again.
+// removeKernelDirs removes a kernel's data dir and its companion tmp dir
+// (mode none).
 func removeKernelDirs(dataDir string) error {
-	var errs []error
-	for _, d := range []string{dataDir, dataDir + ".tmp"} {
-		if err := os.RemoveAll(d); err != nil {
-			_ = filepath.WalkDir(d, func(path string, ent fs.DirEntry, err error) error {
-				if ent != nil && ent.IsDir() {
-					_ = os.Chmod(path, 0o700)
-				}
-				return nil
-			})
-			errs = append(errs, os.RemoveAll(d))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(removeTree(dataDir), removeTree(dataDir+".tmp"))
 }
 
 // overLimit measures the data directory (see measure) and returns a note

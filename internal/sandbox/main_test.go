@@ -24,6 +24,9 @@ func (c closingM) Run() int {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		os.Exit(runHelperExecutor())
+	}
 	goleak.VerifyTestMain(closingM{m})
 }
 
@@ -60,33 +63,105 @@ const (
 	testGrace     = 2 * time.Second
 )
 
+// testCPUs is the CPU quota of the shared executors' kernels.
+const testCPUs = 1.0
+
+// testOptions are the limits of the shared executors, for mode.
+func testOptions(mode string) Options {
+	return Options{
+		Mode:             mode,
+		Ready:            2,
+		MemoryLimitBytes: testMemory,
+		MaxFileSizeBytes: testFileSize,
+		MaxDataDirBytes:  testDataDir,
+		MaxProcesses:     testProcesses,
+		CPUs:             testCPUs,
+		killGrace:        testGrace,
+	}
+}
+
+// backend is an isolation the escape suite runs against.
+type backend struct {
+	name string
+	opts Options // Mode and the test limits
+	// need skips (or fails under AZSESSIONS_REQUIRE_SANDBOX=1) when the
+	// backend cannot run here.
+	need func(t testing.TB)
+}
+
+// backends lists the isolations the escape suite covers.
+func backends() []backend {
+	return []backend{
+		{name: ModeBwrap, opts: testOptions(ModeBwrap), need: func(t testing.TB) { requireSandbox(t, true) }},
+	}
+}
+
+// forEachBackend runs f as a subtest per backend, with that backend's
+// Options (Mode and the test limits; sharedFor(t, opts) gives its shared
+// executor).
+func forEachBackend(t *testing.T, f func(t *testing.T, opts Options)) {
+	t.Helper()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			b.need(t)
+			f(t, b.opts)
+		})
+	}
+}
+
+// requireRoot skips a test that needs root (or fails it under
+// AZSESSIONS_REQUIRE_SANDBOX=1, as CI runs as root).
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {
+		t.Fatal("AZSESSIONS_REQUIRE_SANDBOX=1 but the tests do not run as root, which this test needs")
+	}
+	t.Skip("needs root (set AZSESSIONS_REQUIRE_SANDBOX=1 to make this fatal)")
+}
+
 var (
-	sharedOnce sync.Once
-	sharedExec *Executor
-	sharedErr  error
+	sharedMu    sync.Mutex
+	sharedExecs = map[string]*Executor{}
+	sharedErrs  = map[string]error{}
 )
 
-// shared returns an executor shared by the tests (closed in TestMain).
+// shared returns the bwrap executor shared by the tests (closed in TestMain).
 func shared(t testing.TB) *Executor {
 	t.Helper()
 	requireSandbox(t, true)
-	sharedOnce.Do(func() {
-		sharedExec, sharedErr = New(Options{
-			Ready:            2,
-			MemoryLimitBytes: testMemory,
-			MaxFileSizeBytes: testFileSize,
-			MaxDataDirBytes:  testDataDir,
-			MaxProcesses:     testProcesses,
-			killGrace:        testGrace,
-		})
-	})
-	require.NoError(t, sharedErr)
-	return sharedExec
+	return sharedFor(t, testOptions(ModeBwrap))
+}
+
+// sharedFor returns the executor of opts.Mode shared by the tests, created
+// with opts on first use (closed in TestMain).
+func sharedFor(t testing.TB, opts Options) *Executor {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	e, ok := sharedExecs[opts.Mode]
+	if !ok {
+		if err, failed := sharedErrs[opts.Mode]; failed {
+			require.NoError(t, err)
+		}
+		var err error
+		e, err = New(opts)
+		if err != nil {
+			sharedErrs[opts.Mode] = err
+			require.NoError(t, err)
+		}
+		sharedExecs[opts.Mode] = e
+	}
+	return e
 }
 
 func closeShared() {
-	if sharedExec != nil {
-		_ = sharedExec.Close()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	for _, e := range sharedExecs {
+		_ = e.Close()
 	}
 }
 

@@ -9,22 +9,65 @@
 // In mode "bwrap" each kernel runs as
 //
 //	bwrap --unshare-all --unshare-user --disable-userns --uid 1000 --gid 1000
-//	      --die-with-parent --new-session --cap-drop ALL
-//	      (/usr, /lib*, /bin, /sbin and a few /etc files read-only, a synthetic
-//	      /etc/passwd, a private /tmp tmpfs, the kernel's data dir read-write at
-//	      /mnt/data, --remount-ro /, --clearenv)
+//	      --die-with-parent --new-session --cap-drop ALL --seccomp FD
+//	      (/usr, /lib*, /bin, /sbin and a few /etc files read-only, /usr/local
+//	      hidden, the driver and a synthetic /etc/passwd, /etc/group and
+//	      /etc/hosts copied in (--file), /proc with /proc/sys,
+//	      /proc/sysrq-trigger, /proc/irq and /proc/bus read-only, /dev
+//	      read-only, a private /tmp and /dev/shm (size-capped tmpfs), the
+//	      kernel's data dir read-write at /mnt/data, --remount-ro /,
+//	      --clearenv)
 //
 // so it has no network (a private loopback), sees no other kernel's files nor
-// the executor's base directory, and cannot write outside /mnt/data and /tmp.
-// The user namespace maps uid 1000 inside to the emulator's own uid, so the
-// 0700 data directories need no chown, whether the emulator runs as root or
-// not. Processes are started from one OS thread locked for the executor's
-// lifetime (--die-with-parent and Pdeathsig fire when that thread exits) and
-// are killed explicitly by Kernel.Close and Executor.Close.
+// the executor's directory, and cannot write outside /mnt/data, /tmp and
+// /dev/shm.
 //
-// In mode "none" the same driver runs as a plain child process with the same
-// environment and the data directory as its working directory; /mnt/data does
-// not exist there and nothing is isolated.
+// Host identity: session code never runs as host root. When the emulator
+// runs as root, every sandbox runs as an unprivileged host account
+// (Options.SandboxUser, default "nobody"; uid 0 is refused): the process
+// that starts it joins the sandbox's cgroups as root, then drops to that
+// uid and gid with no supplementary groups and empty capability sets
+// (setpriv --reuid --regid --clear-groups --inh-caps=-all
+// --bounding-set=-all; SysProcAttr.Credential without cgroups) and execs
+// bwrap, which creates the user namespace as that user. The namespace maps
+// the sandbox's uid 1000 to it, so the capabilities bwrap holds inside never
+// apply to the host's namespace, /proc/sys is not writable (it is also
+// mounted read-only), and what the session creates in /mnt/data is owned by
+// that account on the host. Its data directory (0700) is owned by it; files
+// the emulator writes there as root (uploads) are given to it by the data
+// directory watcher before the next cell runs (lchown relative to directory
+// descriptors, never following links). The executor's directory is 0711
+// (every ancestor must be searchable by others: New says which is not). When
+// the emulator is not root, sandboxes run as its own uid, which holds no
+// capability to begin with.
+//
+// seccomp (see seccomp.go for the list and a comparison with Docker's and
+// Flatpak's filters): only native-ABI system calls; socket families AF_UNIX,
+// AF_INET, AF_INET6 and NETLINK_ROUTE (others fail with EAFNOSUPPORT, so no
+// AF_VSOCK to the hypervisor); no keyring (keyctl, add_key, request_key),
+// bpf, userfaultfd, perf_event_open, kexec, module, mount or namespace calls,
+// no ptrace, no personality changes, no fallocate, no io_uring.
+//
+// What session code can read of the host: the system directories (as
+// packaged), the interpreter's prefixes, the few /etc files listed above,
+// and in /proc/self/mountinfo the host path of its own data directory
+// (<DataDir or $TMPDIR>/azsessions-<emulator pid>-<start time>-<random>/<random>):
+// a bind mount always shows its path within its file system. No home
+// directory, no other session's path, no emulator file.
+//
+// Processes are started from one OS thread locked for the executor's
+// lifetime (--die-with-parent and Pdeathsig fire when that thread exits) and
+// are killed explicitly by Kernel.Close and Executor.Close. An executor's
+// directory and cgroups are named after its process (pid and start time):
+// New removes those of executors whose process is gone (an emulator killed
+// with SIGKILL), in its data directory's parent and its cgroups, and never
+// those of a process that still runs. Directories of versions before this
+// naming are left alone.
+//
+// In mode "none" the same driver runs as a plain child process (as the
+// sandbox user when the emulator is root) with the same environment and the
+// data directory as its working directory; /mnt/data does not exist there
+// and nothing else is isolated.
 //
 // # Limits
 //
@@ -43,16 +86,28 @@
 //     ignores RLIMIT_NPROC). It counts all of the user's tasks, so it is only
 //     approximate.
 //
-// When the emulator can create cgroups (root here, with cgroup v1 "pids" and
-// "memory" hierarchies, or a cgroup v2 tree with those controllers) every
-// sandbox also joins its own cgroup, before bwrap starts, with pids.max =
-// MaxProcesses (tasks, threads included) and a memory limit of
+// When the emulator can create cgroups (root here, with cgroup v1 "pids",
+// "memory", "cpu" and "cpuacct" hierarchies, or a cgroup v2 tree with those
+// controllers) every sandbox also joins its own cgroup, before bwrap starts,
+// with pids.max = MaxProcesses (tasks, threads included), a memory limit of
 // MemoryLimitBytes for the whole sandbox (memory.limit_in_bytes or
-// memory.max): past it the kernel OOM-kills the sandbox, which is reported by
-// the execution and restarted on the next one. Executor.Limits says which
-// mechanisms are active. Without cgroups (typically a non-root user without a
-// delegated cgroup) memory is bounded per process only and the process limit
-// is the approximate RLIMIT_NPROC.
+// memory.max; tmpfs pages written to /tmp and /dev/shm are charged to it
+// too): past it the kernel OOM-kills the sandbox, which is reported by the
+// execution and restarted on the next one; and a CPU quota of CPUs cores
+// (cpu.cfs_quota_us over a 100 ms cpu.cfs_period_us, or cpu.max): every
+// process of the sandbox, those a cell left running in the background
+// included, shares it, so a CPU-hungry session slows only itself.
+// Executor.Limits says which mechanisms are active. Without cgroups
+// (typically a non-root user without a delegated cgroup) memory is bounded
+// per process only, the process limit is the approximate RLIMIT_NPROC, and
+// CPU is not limited.
+//
+// Pool-wide: the executor's kernels, ready ones included, count
+// MemoryLimitBytes and MaxDataDirBytes each against MaxTotalMemoryBytes and
+// MaxTotalDiskBytes (default half of the host's RAM and half of the free
+// space of the data directory's file system when New runs). NewKernel fails
+// with ErrPoolFull when one more would pass either; Capacity says how many
+// fit, and the pool of ready kernels only refills within them.
 //
 // MaxDataDirBytes and MaxDataDirEntries are watched from Go: the data
 // directory is measured like du (the blocks allocated to every file and
@@ -76,10 +131,12 @@
 // ENOSYS in the sandbox (a seccomp filter, on amd64 and arm64), because
 // FALLOC_FL_KEEP_SIZE (also as IORING_OP_FALLOCATE) reserves
 // blocks past RLIMIT_FSIZE in one call. The private /tmp is a tmpfs of
-// MaxDataDirBytes (bwrap --size; its inodes are not limited by count, but
-// each is kernel memory charged to the sandbox's memory cgroup, so
-// MemoryLimitBytes bounds them when cgroups are active). CPU time is not
-// limited per execution: the execution timeout is.
+// min(MaxDataDirBytes, MemoryLimitBytes/2) and /dev/shm one of
+// min(64 MiB, MemoryLimitBytes/8) (bwrap --size; their inodes are not
+// limited by count, but each is kernel memory charged to the sandbox's memory
+// cgroup, so MemoryLimitBytes bounds them when cgroups are active); /dev
+// itself is read-only. CPU time is not limited per execution: the execution
+// timeout is, and the CPU quota bounds the rate.
 package sandbox
 
 import (
@@ -90,6 +147,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +158,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/azsessions/azsessions/internal/kernel"
 )
@@ -126,6 +186,8 @@ const (
 	// DefaultMaxDataDirEntries bounds the files and directories (inodes) of
 	// one kernel's /mnt/data.
 	DefaultMaxDataDirEntries = 100_000
+	// DefaultCPUs is one sandbox's CPU quota, in cores.
+	DefaultCPUs = 1.0
 )
 
 // DefaultPreload is the Preload of a nil Options.Preload: numpy, which keeps
@@ -181,6 +243,11 @@ var ErrNoBubblewrap = errors.New(`bubblewrap (bwrap) is missing or unusable: ins
 // Kernel.Close.
 var ErrClosed = errors.New("sandbox: closed")
 
+// ErrPoolFull is wrapped by the error of NewKernel when one more kernel would
+// pass Options.MaxTotalMemoryBytes or MaxTotalDiskBytes. It is
+// kernel.ErrPoolFull, which the emulator answers like a full session pool.
+var ErrPoolFull = kernel.ErrPoolFull
+
 // Options configures an Executor. The zero value is usable: bubblewrap, the
 // system Python, no ready kernels (set Ready to DefaultReady for a pool) and
 // the default limits. Sizes are in bytes.
@@ -212,6 +279,30 @@ type Options struct {
 	// entries under one kernel's /mnt/data (default 100,000), watched like
 	// MaxDataDirBytes.
 	MaxDataDirEntries int64
+	// CPUs is one kernel's CPU quota in cores (default 1; 0.5 is half a
+	// core), enforced by the cgroup cpu controller for every process of the
+	// sandbox, background ones included. Without a cpu cgroup it is not
+	// enforced (Executor.Limits says so).
+	CPUs float64
+	// MaxTotalMemoryBytes bounds the sum of MemoryLimitBytes over the
+	// executor's kernels, ready ones included (default: half of the host's
+	// RAM, from /proc/meminfo; negative: no bound). NewKernel fails with
+	// ErrPoolFull when one more kernel would pass it.
+	MaxTotalMemoryBytes int64
+	// MaxTotalDiskBytes bounds the sum of MaxDataDirBytes over the
+	// executor's kernels, ready ones included (default: half of the free
+	// space of the file system of the data directories when New runs;
+	// negative: no bound). NewKernel fails with ErrPoolFull when one more
+	// kernel would pass it.
+	MaxTotalDiskBytes int64
+	// SandboxUser is the host account sandboxes run as when the emulator
+	// runs as root: a user name, a uid or "uid:gid" (default "nobody"). uid 0
+	// and gid 0 are refused: session code never runs as host root. The
+	// kernels' data directories are owned by it; files the emulator writes
+	// there (uploads) are given to it before the next cell runs. It is
+	// ignored when the emulator is not root: sandboxes then run as the
+	// emulator's own uid.
+	SandboxUser string
 	// Preload lists the modules every kernel imports in the background once
 	// it can run cells, so that a session's first use of them is fast, at
 	// the price of memory per kernel (RSS of a ready kernel on Debian's
@@ -248,9 +339,9 @@ type Executor struct {
 	binds    []string // extra read-only bind mounts (interpreter prefixes)
 	bwrap    string
 	info     kernel.Info
-	base     string // directory holding the kernels' data dirs
-	ownBase  bool   // base was created by New and is removed by Close
-	sysDir   string // driver, synthetic /etc files, font cache
+	base     string  // directory holding the kernels' data dirs
+	sysDir   string  // driver, synthetic /etc files, font cache
+	id       *hostID // the sandboxes' host identity (nil: the emulator's own)
 	cg       *cgroups
 	limits   string
 	sizeOpt  bool // bwrap supports --size
@@ -264,11 +355,16 @@ type Executor struct {
 	poolWG sync.WaitGroup
 	wakeup chan struct{}
 
-	mu      sync.Mutex
-	closed  bool
-	ready   []*proc
-	kernels map[*Kernel]struct{}
-	seq     int
+	mu       sync.Mutex
+	closed   bool
+	ready    []*proc
+	kernels  map[*Kernel]struct{}
+	seq      int
+	starting int // kernels being started (counted against the pool limits)
+	// poolStart is closed when the ready kernel the pool is starting joins
+	// e.ready (or failed); nil when the pool starts none.
+	poolStart chan struct{}
+	capacity  int // kernels that fit in the pool limits (-1: unbounded)
 
 	closeOnce   sync.Once
 	closeErr    error
@@ -333,6 +429,9 @@ func New(opts Options) (*Executor, error) {
 	if opts.MaxDataDirEntries <= 0 {
 		opts.MaxDataDirEntries = DefaultMaxDataDirEntries
 	}
+	if opts.CPUs <= 0 {
+		opts.CPUs = DefaultCPUs
+	}
 	if opts.killGrace <= 0 {
 		opts.killGrace = 5 * time.Second
 	}
@@ -359,10 +458,24 @@ func New(opts Options) (*Executor, error) {
 			e.noUserns = bytes.Contains(out, []byte("--disable-userns"))
 		}
 	}
+	if e.id, err = resolveSandboxUser(opts.SandboxUser); err != nil {
+		return nil, err
+	}
 	if err := e.probe(); err != nil {
 		return nil, err
 	}
+	if e.id != nil {
+		for _, p := range append([]string{filepath.Dir(e.python)}, e.binds...) {
+			if err := e.id.checkReachable(filepath.Join(p, "x")); err != nil {
+				return nil, fmt.Errorf("sandbox: the interpreter %s cannot be used: %w (install it where every user can read it, e.g. under /usr or /opt, or set -sandbox-user)", e.python, err)
+			}
+		}
+	}
 	if err := e.prepareDirs(); err != nil {
+		return nil, err
+	}
+	if err := e.setCapacity(); err != nil {
+		_ = os.RemoveAll(e.base)
 		return nil, err
 	}
 	// Limits: cgroups when we can create them, rlimits always.
@@ -399,8 +512,16 @@ func New(opts Options) (*Executor, error) {
 	if opts.Mode == ModeNone {
 		e.log.Warn("sandbox: running kernels WITHOUT isolation (-sandbox=none): code has the emulator's user rights and network")
 	}
+	if e.cg == nil || e.cg.cpu == "" {
+		e.limits += "; no CPU quota (no cpu cgroup)"
+	}
+	user := "the emulator's own uid " + strconv.Itoa(os.Geteuid())
+	if e.id != nil {
+		user = fmt.Sprintf("uid %d gid %d", e.id.uid, e.id.gid)
+	}
 	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "python", e.python, "version", e.info.PythonVersion,
-		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base)
+		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base, "sandbox_user", user,
+		"capacity", e.capacity, "max_total_memory", e.opts.MaxTotalMemoryBytes, "max_total_disk", e.opts.MaxTotalDiskBytes)
 	e.poolWG.Add(1)
 	go e.pool()
 	return e, nil
@@ -413,10 +534,7 @@ func (e *Executor) shutdownEarly() {
 	if e.cg != nil {
 		e.cg.remove()
 	}
-	_ = os.RemoveAll(e.sysDir)
-	if e.ownBase {
-		_ = os.RemoveAll(e.base)
-	}
+	_ = os.RemoveAll(e.base)
 }
 
 // resolvePython finds the interpreter and asks it about itself.
@@ -502,24 +620,45 @@ func underSystemDirs(p string) bool {
 	return false
 }
 
+// prepareDirs creates the executor's directory, named by ownerName in the
+// temporary directory or in Options.DataDir (whose leftovers of killed
+// executors it removes first), and the sys directory in it.
 func (e *Executor) prepareDirs() error {
-	if e.opts.DataDir == "" {
-		d, err := os.MkdirTemp("", "azsessions-")
-		if err != nil {
-			return fmt.Errorf("sandbox: %w", err)
+	parent := e.opts.DataDir
+	if parent == "" {
+		parent = os.TempDir()
+	} else if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("sandbox: data dir: %w", err)
+	} else if e.id != nil {
+		// The sandbox user must pass through it (not list it) to reach its
+		// data directory: bwrap resolves the path as that user.
+		if fi, err := os.Stat(parent); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(parent, fi.Mode().Perm()|0o001); err != nil {
+				return fmt.Errorf("sandbox: data dir: %w", err)
+			}
 		}
-		e.base, e.ownBase = d, true
-	} else {
-		if err := os.MkdirAll(e.opts.DataDir, 0o700); err != nil {
-			return fmt.Errorf("sandbox: data dir: %w", err)
-		}
-		e.base = e.opts.DataDir
 	}
-	if err := os.Chmod(e.base, 0o700); err != nil && e.ownBase {
+	if removed := removeLeftovers(parent); len(removed) > 0 {
+		e.log.Info("sandbox: removed what killed emulators left", "paths", removed)
+	}
+	e.base = filepath.Join(parent, ownerName())
+	// 0711: the sandbox user (when the emulator is root) reaches its own
+	// data directory (0700, its own) but cannot list the others.
+	if err := os.Mkdir(e.base, 0o711); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
+	}
+	if err := os.Chmod(e.base, 0o711); err != nil { // umask
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if e.id == nil {
+		_ = os.Chmod(e.base, 0o700)
+	} else if err := e.id.checkReachable(e.base); err != nil {
+		_ = os.Remove(e.base)
+		return err
 	}
 	sys, err := os.MkdirTemp(e.base, ".sys-")
 	if err != nil {
+		_ = os.Remove(e.base)
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	e.sysDir = sys
@@ -537,8 +676,8 @@ func (e *Executor) prepareDirs() error {
 	if err := os.Mkdir(filepath.Join(sys, "mpl"), 0o755); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	// The sandbox's user must be able to traverse into the ro-bound sys dir
-	// (it is mounted elsewhere, so the 0700 base does not matter).
+	// Mode none reads the sys dir as the sandbox user; bwrap gets its files
+	// as descriptors.
 	return os.Chmod(sys, 0o755)
 }
 
@@ -587,7 +726,7 @@ func (e *Executor) start(cmd *exec.Cmd) error {
 
 // selfTest starts one kernel and stops it.
 func (e *Executor) selfTest() error {
-	dir, err := os.MkdirTemp(e.base, "selftest-")
+	dir, err := e.newDataDir()
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
@@ -633,7 +772,10 @@ func (e *Executor) pool() {
 	e.buildFontCache(e.ctx)
 	for {
 		e.mu.Lock()
-		need := !e.closed && len(e.ready) < e.opts.Ready
+		need := !e.closed && len(e.ready) < e.opts.Ready && e.reserveLocked()
+		if need {
+			e.poolStart = make(chan struct{})
+		}
 		e.mu.Unlock()
 		if need {
 			dir, err := e.newDataDir()
@@ -642,6 +784,8 @@ func (e *Executor) pool() {
 				p, err = e.startProc(e.ctx, dir, "ready")
 				if err == nil {
 					e.mu.Lock()
+					e.starting--
+					e.poolStartDoneLocked()
 					if e.closed {
 						e.mu.Unlock()
 						p.kill()
@@ -654,6 +798,10 @@ func (e *Executor) pool() {
 				}
 				_ = removeKernelDirs(dir)
 			}
+			e.mu.Lock()
+			e.starting--
+			e.poolStartDoneLocked()
+			e.mu.Unlock()
 			if e.ctx.Err() != nil {
 				return
 			}
@@ -673,52 +821,82 @@ func (e *Executor) pool() {
 	}
 }
 
+// newDataDir creates a kernel's data directory: 0700, owned by the sandbox
+// user (the user namespace maps the sandbox's uid 1000 to it, so it owns the
+// directory inside). Its name is random and says nothing.
 func (e *Executor) newDataDir() (string, error) {
-	dir, err := os.MkdirTemp(e.base, "k-")
+	dir, err := os.MkdirTemp(e.base, "")
 	if err != nil {
 		return "", err
 	}
-	// MkdirTemp makes it 0700, owned by us: the sandbox's uid 1000 is mapped
-	// to our uid by the user namespace, so it owns the directory inside.
+	if err := e.id.chown(dir); err != nil {
+		_ = os.Remove(dir)
+		return "", err
+	}
 	return dir, nil
 }
 
 // NewKernel returns a kernel with a fresh, empty data directory: a ready one
 // when the pool has one, else one started now (bounded by ctx).
 func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, ErrClosed
-	}
 	var p *proc
-	for len(e.ready) > 0 && p == nil {
-		p = e.ready[0]
-		e.ready = e.ready[1:]
-		if !p.alive() {
-			p.kill()
-			_ = removeKernelDirs(p.dataDir)
-			p = nil
+	reserved := false
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, ErrClosed
 		}
-	}
-	e.mu.Unlock()
-	select {
-	case e.wakeup <- struct{}{}:
-	default:
+		for len(e.ready) > 0 && p == nil {
+			p = e.ready[0]
+			e.ready = e.ready[1:]
+			if !p.alive() {
+				p.kill()
+				_ = removeKernelDirs(p.dataDir)
+				p = nil
+			}
+		}
+		reserved = p == nil && e.reserveLocked()
+		wait := e.poolStart
+		e.mu.Unlock()
+		e.wake()
+		if p != nil || reserved {
+			break
+		}
+		if wait == nil {
+			return nil, fmt.Errorf("sandbox: %w (%d kernels of %d bytes of memory and %d of disk)", ErrPoolFull,
+				e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxDataDirBytes)
+		}
+		// The last room goes to the ready kernel the pool is starting:
+		// take that one.
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if p == nil {
 		dir, err := e.newDataDir()
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
+		if err == nil {
+			p, err = e.startProc(ctx, dir, "kernel")
+			if err != nil {
+				_ = removeKernelDirs(dir)
+			}
+		} else {
+			err = fmt.Errorf("sandbox: %w", err)
 		}
-		p, err = e.startProc(ctx, dir, "kernel")
 		if err != nil {
-			_ = removeKernelDirs(dir)
+			e.mu.Lock()
+			e.starting--
+			e.mu.Unlock()
 			return nil, err
 		}
 	}
 	k := &Kernel{e: e, dataDir: p.dataDir, p: p}
 	e.mu.Lock()
+	if reserved {
+		e.starting--
+	}
 	if e.closed {
 		e.mu.Unlock()
 		p.kill()
@@ -769,10 +947,8 @@ func (e *Executor) Close() error {
 		if err := os.RemoveAll(e.sysDir); err != nil {
 			errs = append(errs, err)
 		}
-		if e.ownBase {
-			if err := os.RemoveAll(e.base); err != nil {
-				errs = append(errs, err)
-			}
+		if err := os.RemoveAll(e.base); err != nil {
+			errs = append(errs, err)
 		}
 		e.closeErr = errors.Join(errs...)
 	})
@@ -815,6 +991,95 @@ func (e *Executor) forget(k *Kernel) {
 	e.mu.Lock()
 	delete(e.kernels, k)
 	e.mu.Unlock()
+	e.wake() // the pool may have room for a ready kernel again
+}
+
+func (e *Executor) wake() {
+	select {
+	case e.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// setCapacity fills in the default pool-wide limits and computes how many
+// kernels fit in them.
+func (e *Executor) setCapacity() error {
+	o := &e.opts
+	if o.MaxTotalMemoryBytes == 0 {
+		o.MaxTotalMemoryBytes = -1
+		if mem, err := hostMemoryBytes(); err == nil {
+			o.MaxTotalMemoryBytes = mem / 2
+		} else {
+			e.log.Warn("sandbox: no pool-wide memory limit: the host's memory is unknown", "err", err)
+		}
+	}
+	if o.MaxTotalDiskBytes == 0 {
+		o.MaxTotalDiskBytes = -1
+		var st unix.Statfs_t
+		if err := unix.Statfs(e.base, &st); err == nil {
+			o.MaxTotalDiskBytes = int64(st.Bavail) * st.Bsize / 2
+		} else {
+			e.log.Warn("sandbox: no pool-wide disk limit: the free space is unknown", "err", err)
+		}
+	}
+	e.capacity = -1
+	if o.MaxTotalMemoryBytes > 0 {
+		e.capacity = int(min(o.MaxTotalMemoryBytes/o.MemoryLimitBytes, math.MaxInt32))
+	}
+	if o.MaxTotalDiskBytes > 0 {
+		n := int(min(o.MaxTotalDiskBytes/o.MaxDataDirBytes, math.MaxInt32))
+		if e.capacity < 0 || n < e.capacity {
+			e.capacity = n
+		}
+	}
+	if e.capacity == 0 {
+		return fmt.Errorf("sandbox: not one kernel fits in the pool-wide limits (%d bytes of memory for kernels of %d, %d bytes of disk for kernels of %d)",
+			o.MaxTotalMemoryBytes, o.MemoryLimitBytes, o.MaxTotalDiskBytes, o.MaxDataDirBytes)
+	}
+	return nil
+}
+
+// hostMemoryBytes is MemTotal of /proc/meminfo.
+func hostMemoryBytes() (int64, error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10, err
+			}
+		}
+	}
+	return 0, errors.New("no MemTotal in /proc/meminfo")
+}
+
+// poolStartDoneLocked wakes NewKernel calls that wait for the pool's start.
+// e.mu must be held.
+func (e *Executor) poolStartDoneLocked() {
+	if e.poolStart != nil {
+		close(e.poolStart)
+		e.poolStart = nil
+	}
+}
+
+// Capacity is the number of kernels that fit in MaxTotalMemoryBytes and
+// MaxTotalDiskBytes, ready kernels included, or -1 when neither bounds
+// them. A session pool should hold at most that many sessions.
+func (e *Executor) Capacity() int { return e.capacity }
+
+// reserve takes room for one kernel about to start, or reports false when
+// the pool-wide limits are reached. The caller calls unreserve once the
+// kernel is in e.ready or e.kernels, or failed to start. e.mu must be held.
+func (e *Executor) reserveLocked() bool {
+	if e.capacity >= 0 && len(e.ready)+len(e.kernels)+e.starting >= e.capacity {
+		return false
+	}
+	e.starting++
+	return true
 }
 
 // countUserTasks counts the tasks (threads) of the real uid, for RLIMIT_NPROC

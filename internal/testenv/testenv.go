@@ -5,6 +5,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -39,4 +40,21 @@ func NeedSandbox(t testing.TB, modules ...string) {
 		t.Fatalf("%s is missing and %s=1; run `make test` (it installs bubblewrap, python3-ipython, python3-pandas, python3-matplotlib, python3-tz)", missing, RequireSandboxEnv)
 	}
 	t.Skipf("skipping: %s is missing (set %s=1 to fail instead)", missing, RequireSandboxEnv)
+}
+
+// DataDir is a directory for an executor's data (SandboxOptions.DataDir)
+// removed at the end of the test. Unlike t.TempDir it can be passed through
+// by other users (mode 0711 up to the temporary directory): when the tests
+// run as root, sandboxes run as an unprivileged user, which must reach its
+// data directory inside.
+func DataDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	tmp := filepath.Clean(os.TempDir())
+	for p := dir; p != tmp && p != "/" && p != "."; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

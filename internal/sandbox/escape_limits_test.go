@@ -1,0 +1,252 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
+)
+
+// Resource attacks of issue 10 that need the limits added with it.
+
+// requireCgroupController fails (AZSESSIONS_REQUIRE_SANDBOX=1) or skips when
+// the executor has no cgroup for a controller ("" when it has).
+func requireCgroupController(t *testing.T, missing string) {
+	t.Helper()
+	if missing == "" {
+		return
+	}
+	if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {
+		t.Fatalf("AZSESSIONS_REQUIRE_SANDBOX=1 but there is no %s cgroup here", missing)
+	}
+	t.Skipf("no %s cgroup here", missing)
+}
+
+// TestEscapeBackgroundCPU: processes a cell leaves spinning are throttled to
+// the sandbox's CPU quota after the cell returned (before, 16 spinners held
+// the host's CPUs until the session expired). Measured with the cgroup's CPU
+// accounting over a window of throttled periods, not with wall-clock
+// asserts: load on the machine can only lower the usage.
+func TestEscapeBackgroundCPU(t *testing.T) {
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		opts.CPUs, opts.Ready, opts.noPreload = 0.25, 0, true
+		e, err := New(opts)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, e.Close()) }()
+		if e.cg == nil || e.cg.cpu == "" || e.cg.cpuacct == "" {
+			requireCgroupController(t, "cpu")
+		}
+		require.Contains(t, e.Limits(), "cpu")
+		k := newKernel(t, e)
+		requireOK(t, k, "import subprocess, sys\nspin = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(4)]")
+		p, err := k.current()
+		require.NoError(t, err)
+		throttled := func() int64 {
+			n, err := p.cg.cpuStat("nr_throttled")
+			require.NoError(t, err)
+			return n
+		}
+		// The cell has returned; the spinners keep running and hit the quota.
+		require.Eventually(t, func() bool { return throttled() > 0 }, 30*time.Second, 20*time.Millisecond)
+		n0 := throttled()
+		u0, err := p.cg.cpuUsage()
+		require.NoError(t, err)
+		t0 := time.Now()
+		// A window of 10 more throttled periods (each 100 ms).
+		require.Eventually(t, func() bool { return throttled() >= n0+10 }, 60*time.Second, 20*time.Millisecond)
+		u1, err := p.cg.cpuUsage()
+		require.NoError(t, err)
+		wall := time.Since(t0)
+		used := u1 - u0
+		t.Logf("4 spinners used %v of CPU in %v (quota %.2f cores)", used, wall, opts.CPUs)
+		// At most the quota over the window, plus one period of slack.
+		require.LessOrEqual(t, used.Seconds(), opts.CPUs*wall.Seconds()*1.2+opts.CPUs*0.1)
+	})
+}
+
+// TestTmpChargedToSandbox: what the sandbox writes to /tmp (a tmpfs) is
+// charged to its memory cgroup, so MemoryLimitBytes bounds it with the
+// processes' memory.
+func TestTmpChargedToSandbox(t *testing.T) {
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		e := sharedFor(t, opts)
+		if e.cg == nil || e.cg.memory == "" {
+			requireCgroupController(t, "memory")
+		}
+		k := newKernel(t, e)
+		p, err := k.current()
+		require.NoError(t, err)
+		before, err := p.cg.memoryUsage()
+		require.NoError(t, err)
+		requireOK(t, k, "for i in range(4):\n    open(f'/tmp/f{i}', 'wb').write(b'x' * (6 << 20))")
+		after, err := p.cg.memoryUsage()
+		require.NoError(t, err)
+		t.Logf("memory cgroup: %d -> %d bytes", before, after)
+		require.GreaterOrEqual(t, after-before, int64(20<<20), "24 MiB in /tmp are not charged to the sandbox")
+		requireOK(t, k, "import os\nfor i in range(4):\n    os.remove(f'/tmp/f{i}')")
+	})
+}
+
+// TestEscapePoolExhaustion: the executor's kernels (ready ones included)
+// never pass the pool-wide memory and disk budgets; past them NewKernel fails
+// with ErrPoolFull, while the existing kernels keep working (before, 600
+// sessions of 1 GiB each fit on a 24 GiB host).
+func TestEscapePoolExhaustion(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		tests := []struct {
+			name      string
+			mem, disk int64
+		}{
+			{"memory", 2 * testMemory, -1},
+			{"disk", -1, 2 * testDataDir},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				o := opts
+				o.Ready, o.noPreload = 1, true
+				o.MaxTotalMemoryBytes, o.MaxTotalDiskBytes = tc.mem, tc.disk
+				e, err := New(o)
+				require.NoError(t, err)
+				defer func() { require.NoError(t, e.Close()) }()
+				require.Equal(t, 2, e.Capacity())
+				k1, k2 := newKernel(t, e), newKernel(t, e)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err = e.NewKernel(ctx)
+				require.ErrorIs(t, err, ErrPoolFull)
+				require.ErrorIs(t, err, kernel.ErrPoolFull)
+				e.mu.Lock()
+				n := len(e.ready) + len(e.kernels) + e.starting
+				e.mu.Unlock()
+				require.Equal(t, 2, n, "the pool refilled past the budget")
+				requireOK(t, k1, "1")
+				requireOK(t, k2, "1")
+				require.NoError(t, k1.Close())
+				k3 := newKernel(t, e)
+				requireOK(t, k3, "1")
+			})
+		}
+	})
+}
+
+func TestPoolDefaults(t *testing.T) {
+	requireSandbox(t, false)
+	e, err := New(Options{Mode: ModeNone, noPreload: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	mem, err := hostMemoryBytes()
+	require.NoError(t, err)
+	require.Equal(t, mem/2, e.opts.MaxTotalMemoryBytes)
+	require.Positive(t, e.opts.MaxTotalDiskBytes)
+	want := int(min(mem/2/DefaultMemoryLimitBytes, e.opts.MaxTotalDiskBytes/DefaultMaxDataDirBytes))
+	require.Equal(t, want, e.Capacity())
+
+	_, err = New(Options{Mode: ModeNone, noPreload: true, MemoryLimitBytes: 1 << 30, MaxTotalMemoryBytes: 1 << 29})
+	require.ErrorContains(t, err, "not one kernel fits")
+}
+
+// helperEnv makes the test binary run runHelperExecutor instead of the tests.
+const helperEnv = "AZSESSIONS_SANDBOX_TEST_HELPER"
+
+// runHelperExecutor is an emulator stand-in for TestLeftoversRemoved: an
+// executor on $AZSESSIONS_SANDBOX_TEST_DATA with one kernel; it prints its
+// directory and cgroups, then waits for stdin to close (or to be killed).
+func runHelperExecutor() int {
+	e, err := New(Options{DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 1, noPreload: true})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	k, err := e.NewKernel(context.Background())
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	var cgs []string
+	if e.cg != nil {
+		cgs = e.cg.bases
+	}
+	fmt.Printf("ready %s %s\n", k.DataDir(), strings.Join(cgs, ","))
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	_ = e.Close()
+	return 0
+}
+
+type helperProc struct {
+	cmd     *exec.Cmd
+	stdin   *os.File
+	dataDir string
+	cgroups []string
+}
+
+func startHelper(t *testing.T, dataDir string) *helperProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", helperEnv+"_DATA="+dataDir)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd.Stdin = r
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	r.Close()
+	h := &helperProc{cmd: cmd, stdin: w}
+	t.Cleanup(func() {
+		w.Close()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	f := strings.Fields(line)
+	require.GreaterOrEqual(t, len(f), 2, line)
+	require.Equal(t, "ready", f[0], line)
+	h.dataDir = f[1]
+	if len(f) > 2 {
+		h.cgroups = strings.Split(f[2], ",")
+	}
+	return h
+}
+
+// TestLeftoversRemoved: what an emulator killed with SIGKILL left (its data
+// directories and cgroups) is removed by the next executor started on the
+// same data directory, while what a running emulator holds is never touched.
+func TestLeftoversRemoved(t *testing.T) {
+	requireSandbox(t, true)
+	data := testenv.DataDir(t)
+	dead, alive := startHelper(t, data), startHelper(t, data)
+	require.NoError(t, dead.cmd.Process.Signal(syscall.SIGKILL))
+	_ = dead.cmd.Wait()
+	require.DirExists(t, dead.dataDir, "the killed emulator's data is left behind")
+	for _, cg := range dead.cgroups {
+		require.DirExists(t, cg)
+	}
+	e, err := New(Options{DataDir: data, Ready: 0, noPreload: true})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	require.NoDirExists(t, filepath.Dir(dead.dataDir), "the killed emulator's data was not removed")
+	for _, cg := range dead.cgroups {
+		require.NoDirExists(t, cg, "the killed emulator's cgroup was not removed")
+	}
+	require.DirExists(t, alive.dataDir, "a running emulator's data was removed")
+	for _, cg := range alive.cgroups {
+		require.DirExists(t, cg, "a running emulator's cgroup was removed")
+	}
+	// The running one still works and cleans up after itself.
+	require.NoError(t, alive.stdin.Close())
+	require.NoError(t, alive.cmd.Wait())
+	require.NoDirExists(t, filepath.Dir(alive.dataDir))
+}

@@ -1,0 +1,10 @@
+//go:build !amd64 && !arm64
+
+package sandbox
+
+// auditArch 0 means no seccomp filter on this architecture.
+const auditArch = 0
+
+const compatBit = 0
+
+var archDenied = []uint32{}
