@@ -328,21 +328,24 @@ func (s *cgroupSet) cpuStat(field string) (int64, error) {
 	return 0, fmt.Errorf("cpu.stat has no %s", field)
 }
 
-// pids lists the processes in the set.
+// pids lists the processes in the set. Every process of the set is in
+// each of its groups (one per v1 hierarchy), so the first group that can be
+// read lists them all.
 func (s *cgroupSet) pids() []int {
-	var out []int
 	for _, d := range s.dirs {
 		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			continue
 		}
+		var out []int
 		for _, f := range strings.Fields(string(data)) {
 			if pid, err := strconv.Atoi(f); err == nil {
 				out = append(out, pid)
 			}
 		}
+		return out
 	}
-	return out
+	return nil
 }
 
 // kill SIGKILLs every process in the set, waits up to wait for them to go and

@@ -37,8 +37,8 @@ import (
 //     namespaces (unshare, setns, and clone with a CLONE_NEW* flag),
 //     name_to_handle_at/open_by_handle_at, and looking into other processes
 //     (ptrace, process_vm_readv/writev, kcmp, pidfd_getfd), plus on amd64
-//     iopl, ioperm, uselib, ustat, sysfs, _sysctl and the obsolete module
-//     calls.
+//     iopl, ioperm, modify_ldt, uselib, ustat, sysfs, _sysctl and the
+//     obsolete module calls.
 //   - clone3 fails with ENOSYS (its flags are in memory, where seccomp cannot
 //     look; glibc and Go then fall back to clone, whose flags it checks).
 //   - personality(2) only takes PER_LINUX and the 0xffffffff query (EPERM
@@ -80,22 +80,29 @@ import (
 //     cachestat, map_shadow_stack) act on the caller itself.
 //
 // Docker allows things this filter refuses: ptrace and process_vm_*
-// (kernels >= 4.8), personality's UNAME26 and ADDR_NO_RANDOMIZE variants,
-// socket families other than AF_VSOCK, io_uring (newer profiles refuse it),
+// (kernels >= 4.8), personality's PER_LINUX32 and UNAME26 variants, socket
+// families other than AF_VSOCK, io_uring (newer profiles refuse it),
 // fallocate, and the i386/x32 ABIs. Refusing them costs nothing to
 // notebook code (debuggers do not run in a session).
 //
 // Flatpak (common/flatpak-run.c, setup_seccomp) is, like this filter, a
 // deny-list plus a socket-family allow-list returning EAFNOSUPPORT
 // (AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, and AF_CAN/AF_BLUETOOTH on
-// request). Differences: Flatpak allows every netlink protocol (this filter
-// only NETLINK_ROUTE), allows ptrace only in development mode (refused here
-// always), refuses clone with CLONE_NEWUSER only (here every CLONE_NEW*
-// flag: the sandbox has no use for namespaces), and supports multiarch (32
-// bit games; refused here). Flatpak also refuses unshare, mount, pivot_root,
-// keyctl, add_key, request_key, perf_event_open, userfaultfd, bpf (via its
-// capabilities), TIOCSTI/TIOCLINUX, personality other than PER_LINUX and
-// io_uring: so does this filter.
+// request). Both refuse syslog, uselib, acct, modify_ldt, quotactl, the
+// keyring calls, unshare, setns, mount, umount2, pivot_root, the new mount
+// API, TIOCSTI, clone with CLONE_NEWUSER, and (outside Flatpak's
+// development mode) perf_event_open, ptrace and personality other than
+// PER_LINUX. Differences:
+//   - Flatpak allows every netlink protocol (this filter only
+//     NETLINK_ROUTE), every CLONE_NEW* flag but CLONE_NEWUSER (here none),
+//     bpf, userfaultfd, io_uring and fallocate (refused here), and supports
+//     multiarch for 32-bit programs (refused here).
+//   - Flatpak refuses chroot, move_pages, mbind, get_mempolicy,
+//     set_mempolicy and migrate_pages, which this filter allows: chroot
+//     needs CAP_SYS_CHROOT, which the sandbox never has (and --disable-userns
+//     keeps it from getting one in a namespace of its own); the NUMA calls
+//     only place the caller's own pages (moving another process's pages
+//     needs CAP_SYS_NICE over it), within its memory cgroup.
 //
 // The filter cannot be relaxed from inside: bwrap sets no_new_privs, and a
 // seccomp filter can only be added to.
