@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -176,7 +179,38 @@ func parseEndpoint(endpoint string, requireHTTPS bool) (string, error) {
 	case requireHTTPS && u.Scheme != "https":
 		return "", errors.New("azsessions: a credential is only sent over https; use NewClientWithNoCredential or set InsecureAllowCredentialWithHTTP")
 	}
+	if err := checkPoolPath(u); err != nil {
+		return "", err
+	}
 	return endpoint, nil
+}
+
+// poolPathPattern is the path of a code-interpreter pool's management
+// endpoint on *.dynamicsessions.io (api.md §2: the documented format, and
+// the one the Azure CLI builds).
+var poolPathPattern = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/sessionPools/[^/]+$`)
+
+// checkPoolPath refuses a *.dynamicsessions.io endpoint whose path is not
+// exactly /subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool>: the
+// service would answer every call with 404. Other hosts (custom-container
+// pools on *.azurecontainerapps.io, which have no path, the emulator, a
+// proxy) are taken as they are.
+func checkPoolPath(u *url.URL) error {
+	host := strings.ToLower(u.Hostname())
+	if host != "dynamicsessions.io" && !strings.HasSuffix(host, ".dynamicsessions.io") {
+		return nil
+	}
+	if poolPathPattern.MatchString(u.Path) {
+		return nil
+	}
+	hint := ""
+	if i := strings.Index(strings.ToLower(u.Path), "/sessionpools/"); i >= 0 {
+		rest := u.Path[i+len("/sessionPools/"):]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			hint = " (drop " + rest[j:] + " after the pool name: the client appends each operation's path itself)"
+		}
+	}
+	return fmt.Errorf("azsessions: endpoint %s://%s%s is not a pool management endpoint: on dynamicsessions.io its path is /subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool>%s; copy the pool's properties.poolManagementEndpoint (az containerapp sessionpool show --query properties.poolManagementEndpoint)", u.Scheme, u.Host, u.Path, hint)
 }
 
 // Endpoint returns the pool management endpoint the client was made with,
@@ -381,7 +415,10 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 
 func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
 	resp, err := g.next.Do(req)
-	if err != nil || resp == nil {
+	if err != nil {
+		return nil, notRetriedIfHopeless(req, err)
+	}
+	if resp == nil {
 		return resp, err
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
@@ -506,4 +543,46 @@ func redactIdentifier(rawURL string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// hopelessError is a transport failure that trying again cannot mend: azcore's
+// retry policy returns it at once (NonRetriable) instead of spending its
+// retries (about 9 s with the default RetryOptions). Its message adds why;
+// errors.Is and errors.As see the original chain.
+type hopelessError struct {
+	err error
+	why string
+}
+
+func (e *hopelessError) Error() string { return e.err.Error() + " (not retried: " + e.why + ")" }
+func (e *hopelessError) Unwrap() error { return e.err }
+func (e *hopelessError) NonRetriable() {}
+
+// notRetriedIfHopeless marks the transport errors no retry can fix: a
+// server certificate the client does not trust, and a refused connection
+// to a loopback address (nothing listens on that port of this machine: an
+// emulator that is not running). Other errors are returned as they are.
+func notRetriedIfHopeless(req *http.Request, err error) error {
+	var (
+		certErr     *tls.CertificateVerificationError
+		unknownAuth x509.UnknownAuthorityError
+		hostnameErr x509.HostnameError
+		invalidCert x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostnameErr), errors.As(err, &invalidCert):
+		return &hopelessError{err: err, why: "the server's certificate is not trusted; for azsessionstest use Server.ClientOptions"}
+	case errors.Is(err, syscall.ECONNREFUSED) && isLoopback(req.URL.Hostname()):
+		return &hopelessError{err: err, why: "nothing listens on " + req.URL.Host + "; is the emulator running?"}
+	}
+	return err
+}
+
+// isLoopback reports whether host is localhost or a loopback IP address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -19,24 +19,32 @@ func TestNewClientEndpoint(t *testing.T) {
 		cred     bool
 		insecure bool
 		want     string // "" means an error
+		errText  string // part of the error's text, when want is ""
 	}{
-		{"https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p", true, false, "https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p"},
-		{"https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p/", true, false, "https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p"},
-		{"https://eastus.dynamicsessions.io/pool///", true, false, "https://eastus.dynamicsessions.io/pool"},
-		{"  https://pool.env.westus2.azurecontainerapps.io  ", true, false, "https://pool.env.westus2.azurecontainerapps.io"},
-		{"https://pool.env.westus2.azurecontainerapps.io/", true, false, "https://pool.env.westus2.azurecontainerapps.io"},
-		{"https://h/p?api-version=1", true, false, ""},
-		{"https://h/p?", true, false, ""},
-		{"https://h/p#frag", true, false, ""},
-		{"https://h/p?x=1", false, false, ""},
-		{"http://localhost:8080/pool", false, false, "http://localhost:8080/pool"},
-		{"http://localhost:8080/pool", true, false, ""},
-		{"http://localhost:8080/pool/", true, true, "http://localhost:8080/pool"},
-		{"ftp://h/p", false, false, ""},
-		{"h/p", false, false, ""},
-		{"https://", false, false, ""},
-		{"", false, false, ""},
-		{"://bad", false, false, ""},
+		{"https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p", true, false, "https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p", ""},
+		{"https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p/", true, false, "https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p", ""},
+		// issue 12 item 16: a dynamicsessions.io endpoint must name its pool
+		{"https://eastus.dynamicsessions.io/pool///", true, false, "", "/subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool>"},
+		{"https://eastus.dynamicsessions.io", true, false, "", "is not a pool management endpoint"},
+		{"https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p/python/execute", true, false, "", "drop /python/execute after the pool name"},
+		{"https://eastus.dynamicsessions.io/subscriptions/s/resourceGroups/rg/sessionPools/p/executions", true, false, "", "drop /executions"},
+		{"https://EastUS.DynamicSessions.io/subscriptions/s/resourcegroups/rg/sessionpools/p", true, false, "https://EastUS.DynamicSessions.io/subscriptions/s/resourcegroups/rg/sessionpools/p", ""},
+		{"https://pool.env.westus2.azurecontainerapps.io/some/proxy/path", true, false, "https://pool.env.westus2.azurecontainerapps.io/some/proxy/path", ""},
+		{"  https://pool.env.westus2.azurecontainerapps.io  ", true, false, "https://pool.env.westus2.azurecontainerapps.io", ""},
+		{"https://pool.env.westus2.azurecontainerapps.io/", true, false, "https://pool.env.westus2.azurecontainerapps.io", ""},
+		{"https://h/p?api-version=1", true, false, "", ""},
+		{"https://h/p?", true, false, "", ""},
+		{"https://h/p#frag", true, false, "", ""},
+		{"https://h/p?x=1", false, false, "", ""},
+		{"http://localhost:8080/pool", false, false, "http://localhost:8080/pool", ""},
+		{"http://localhost:8080/pool", true, false, "", ""},
+		{"http://localhost:8080/pool/", true, true, "http://localhost:8080/pool", ""},
+		{"ftp://h/p", false, false, "", ""},
+		{"h/p", false, false, "", ""},
+		{"https://", false, false, "", ""},
+		{"", false, false, "", "endpoint is empty"},
+		{"   ", false, false, "", "endpoint is empty"},
+		{"://bad", false, false, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.endpoint, func(t *testing.T) {
@@ -52,6 +60,9 @@ func TestNewClientEndpoint(t *testing.T) {
 			if c.want == "" {
 				require.Error(t, err)
 				require.Nil(t, client)
+				if c.errText != "" {
+					require.ErrorContains(t, err, c.errText)
+				}
 				return
 			}
 			require.NoError(t, err)

@@ -23,9 +23,9 @@
 // ExecutionStatusFailed and resp.Stderr holds the traceback, so an agent can
 // read it and fix its code. resp.Err() converts it to an error on demand.
 //
-// Files live under /mnt/data in the session: UploadFile, NewListFilesPager,
-// GetFile, DownloadFile (streaming), DownloadFileToPath (atomic) and
-// DeleteFile. Session management (Session.Get, Session.Delete, Session.Stop,
+// Files live under /mnt/data in the session: UploadFile, UploadFileFromPath,
+// NewListFilesPager (or the iterator Files), GetFile, DownloadFile
+// (streaming), DownloadFileToPath (atomic) and DeleteFile. Session management (Session.Get, Session.Delete, Session.Stop,
 // Client.NewListSessionsPager, Client.GetMetadata) needs api-version
 // 2025-02-02-preview or later.
 //
@@ -46,8 +46,22 @@
 // *azcore.ResponseError (status code and the service's error code); 401 and
 // 403 come as *AuthError, which wraps it and says what usually causes them.
 //
-// File operations use azcore's retry policy (429, 408 and 5xx, with
-// Retry-After honoured). Execute is not idempotent, so it never runs code
+// NewClient checks the endpoint before any I/O: an empty one says "endpoint
+// is empty", and on *.dynamicsessions.io the path must be
+// /subscriptions/<sub>/resourceGroups/<rg>/sessionPools/<pool> (the pool's
+// poolManagementEndpoint); custom-container endpoints
+// (*.azurecontainerapps.io) and other hosts are taken as they are.
+//
+// File and session operations use azcore's retry policy
+// (ClientOptions.Retry): 408, 429, 500, 502, 503 and 504 answers and
+// transport errors are tried again, up to MaxRetries (default 3) more times,
+// after (2^try − 1) × RetryDelay (default 800 ms) with jitter in [0.8, 1.3),
+// each delay capped at MaxRetryDelay (default 60 s); a Retry-After hint
+// wins, and one over MaxRetryDelay ends the retries at once. With the
+// defaults a server that cannot be reached fails after about 9 s. Two
+// transport failures are never retried, because trying again cannot help:
+// a server certificate the client does not trust, and a refused connection
+// to a loopback address (no emulator listening). Execute is not idempotent, so it never runs code
 // twice: it is retried only when the service provably did not run it, and
 // when an answer is lost it looks the execution up by its operation-id
 // (executions contract) before deciding; otherwise it returns an error
@@ -62,6 +76,8 @@
 // # Testing
 //
 // Package azsessionstest serves the same API in-process with a scripted or a
-// sandboxed Python executor and hands back a ready *Client; the binary
-// cmd/azsessions-emulator serves it on loopback for any client.
+// sandboxed Python executor and hands back a ready *Client (Server.Client),
+// or options for the caller's own constructor and credential
+// (Server.ClientOptions); the binary cmd/azsessions-emulator serves it on
+// loopback for any client.
 package azsessions

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/azsessions/azsessions"
@@ -136,12 +138,75 @@ func ExampleSession_BeginExecute() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	resp, err := poller.PollUntilDone(ctx, nil)
+	// PollUntilDone honours the Retry-After of a running execution (the
+	// emulator sends one); without it azcore waits Frequency, 30 s by
+	// default. Against Azure, which sends none, poll every second:
+	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Print(resp.Status, " ", resp.Stdout)
 	// Output: Succeeded 2
+}
+
+// A session ends after its pool's cooldown without calls, and the same
+// identifier then names a fresh session without the old files and
+// variables. Session.Get tells: IsSessionNotFound, then set the state up
+// again.
+func ExampleSession_Get_expired() {
+	srv := startFake()
+	defer srv.Close()
+	ctx := context.Background()
+	session := srv.Client().NewSession()
+	setUp := func() {
+		if _, err := session.UploadFile(ctx, "input.csv", strings.NewReader("a,b\n1,2\n"), nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	setUp()
+
+	srv.Advance(2 * time.Hour) // the fake's clock passes the cooldown
+
+	_, err := session.Get(ctx, nil)
+	switch {
+	case azsessions.IsSessionNotFound(err):
+		fmt.Println("session expired: setting it up again")
+		setUp()
+	case err != nil:
+		log.Fatal(err)
+	}
+	for f, err := range session.Files(ctx, nil) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(f.FullPath())
+	}
+	// Output:
+	// session expired: setting it up again
+	// /mnt/data/input.csv
+}
+
+// Upload a local file by path; range over the session's files.
+func ExampleSession_UploadFileFromPath() {
+	srv := startFake()
+	defer srv.Close()
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	local := filepath.Join(dir, "report.txt")
+	_ = os.WriteFile(local, []byte("hello"), 0o600)
+
+	session := srv.Client().NewSession()
+	if _, err := session.UploadFileFromPath(ctx, "", local, nil); err != nil {
+		log.Fatal(err)
+	}
+	for f, err := range session.Files(ctx, nil) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(f.Name, f.SizeInBytes)
+	}
+	// Output: report.txt 5
 }
 
 // startFake starts the in-process fake with its tiny Python subset.

@@ -101,7 +101,14 @@ type Execution struct {
 
 // TimedOut reports whether the execution failed by passing its timeout: its
 // status is Failed or Canceled and either the service's error code names a
-// timeout or the execution ran for at least the timeout it was started with.
+// timeout or the execution ran for at least the timeout it was started with
+// (ExecuteOptions.Timeout, or 220 s; unknown for ResumeExecution, so only
+// the error code counts there).
+//
+// No public source says how the service reports a timed-out execution (see
+// the spec and the in-container server's documentation, which lists an
+// execution error named "Timeout"); this rule is inferred from those two
+// signals and needs no parsing of Stderr.
 func (e Execution) TimedOut() bool {
 	if e.Status != ExecutionStatusFailed && e.Status != ExecutionStatusCanceled {
 		return false

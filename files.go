@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"os"
@@ -767,4 +768,80 @@ func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFi
 	}
 	runtime.Drain(resp)
 	return DeleteFileResponse{}, nil
+}
+
+// UploadFileFromPathOptions contains the optional parameters of
+// Session.UploadFileFromPath.
+type UploadFileFromPathOptions struct {
+	// ContentType of the multipart file part; default application/octet-stream.
+	ContentType string
+}
+
+// UploadFileFromPath uploads the local file localPath as the file name
+// under /mnt/data (as for UploadFile; an empty name means localPath's base
+// name). It is UploadFile with the file opened for the caller: the same
+// REST call (POST {endpoint}/files, or files/upload on the legacy
+// api-versions), streamed from disk and never held in memory. Errors: an
+// empty localPath, a directory or another non-regular file, and the errors
+// of os.Open, before any I/O with the service; then those of UploadFile
+// (ErrFileTooLarge over MaxUploadSize, also before any I/O).
+func (s *Session) UploadFileFromPath(ctx context.Context, name, localPath string, options *UploadFileFromPathOptions) (UploadFileResponse, error) {
+	if options == nil {
+		options = &UploadFileFromPathOptions{}
+	}
+	if localPath == "" {
+		return UploadFileResponse{}, errors.New("azsessions: local path is empty")
+	}
+	if name == "" {
+		name = filepath.Base(localPath)
+	}
+	f, err := os.Open(localPath)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return UploadFileResponse{}, fmt.Errorf("azsessions: %s is not a regular file (%s)", localPath, info.Mode().Type())
+	}
+	return s.UploadFile(ctx, name, f, &UploadFileOptions{ContentType: options.ContentType})
+}
+
+// Files returns an iterator over the session's files, for range-over-func:
+//
+//	for f, err := range session.Files(ctx, nil) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(f.FullPath())
+//	}
+//
+// It walks NewListFilesPager (the same REST call and errors), fetching a
+// page when the previous one is used up. A failure is yielded once, with a
+// zero File, and ends the iteration. Breaking out of the loop stops it
+// without another request.
+func (s *Session) Files(ctx context.Context, options *ListFilesOptions) iter.Seq2[File, error] {
+	return pagerItems(ctx, s.NewListFilesPager(options), func(p ListFilesResponse) []File { return p.Files })
+}
+
+// pagerItems iterates over the items of every page of pager.
+func pagerItems[P, T any](ctx context.Context, pager *runtime.Pager[P], items func(P) []T) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				var zero T
+				yield(zero, err)
+				return
+			}
+			for _, item := range items(page) {
+				if !yield(item, nil) {
+					return
+				}
+			}
+		}
+	}
 }

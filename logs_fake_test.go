@@ -17,13 +17,13 @@ import (
 )
 
 // TestFakeSessionLogsHoldNoSecrets runs a whole session against the fake
-// over TLS with a credential (azsessionstest.FakeCredential, token
-// "fake-token") on every api-version, including retried faults and an
+// over TLS with a credential (azcore/fake.TokenCredential, token
+// "fake_token") on every api-version, including retried faults and an
 // ambiguous execution, while capturing all of azcore's log output; neither
 // the session identifier nor the token appears in it or in any error.
 func TestFakeSessionLogsHoldNoSecrets(t *testing.T) {
 	const secret = "SeCrEtFakeIdent4711"
-	const token = "fake-token"
+	const token = "fake_token"
 	var mu sync.Mutex
 	var logged strings.Builder
 	azlog.SetListener(func(ev azlog.Event, msg string) {

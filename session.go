@@ -2,13 +2,17 @@ package azsessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
@@ -30,9 +34,10 @@ import (
 // NewListFilesPager). To find out before relying on a session's state, on
 // api-version 2025-02-02-preview and later: note SessionProperties.CreatedAt
 // from Get once the state is set up, and call Get again before using it;
-// an *azcore.ResponseError with ErrorCode SessionWithIdentifierNotFound, or
-// a later CreatedAt, means the session is new and the state must be set up
-// again (upload the files, re-run the set-up code). On older api-versions,
+// an error for which IsSessionNotFound is true (an *azcore.ResponseError
+// with ErrorCode SessionWithIdentifierNotFound), or a later CreatedAt,
+// means the session is new and the state must be set up again (upload the
+// files, re-run the set-up code); see the example of Session.Get. On older api-versions,
 // check for what you need (a file in the listing, a variable's value).
 //
 // Anyone who knows an identifier can use its session: treat it as a secret.
@@ -286,6 +291,30 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 		},
 		Tracer: c.internal.Tracer(),
 	})
+}
+
+// Sessions returns an iterator over the pool's live sessions, for
+// range-over-func (for s, err := range client.Sessions(ctx, nil)). It walks
+// NewListSessionsPager (the same REST call, api-versions and errors); a
+// failure is yielded once, with a zero SessionProperties, and ends the
+// iteration.
+func (c *Client) Sessions(ctx context.Context, options *ListSessionsOptions) iter.Seq2[SessionProperties, error] {
+	return pagerItems(ctx, c.NewListSessionsPager(options), func(p ListSessionsResponse) []SessionProperties { return p.Sessions })
+}
+
+// ErrorCodeSessionNotFound is the service's error code for a session that
+// does not exist (never used, expired after its cooldown, or deleted):
+// Session.Get, Session.Delete and Session.Stop answer it (HTTP 400).
+const ErrorCodeSessionNotFound = "SessionWithIdentifierNotFound"
+
+// IsSessionNotFound reports whether err is the service's answer for a
+// session that does not exist: an *azcore.ResponseError (or *AuthError
+// wrapping one) whose ErrorCode is ErrorCodeSessionNotFound. Use it with
+// Session.Get to learn that a session expired and its state must be set up
+// again (see Session).
+func IsSessionNotFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && strings.EqualFold(re.ErrorCode, ErrorCodeSessionNotFound)
 }
 
 // GetMetadataOptions contains the optional parameters of Client.GetMetadata.

@@ -2,10 +2,13 @@ package azsessionstest_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/stretchr/testify/require"
 
 	"github.com/azsessions/azsessions"
@@ -113,4 +116,58 @@ func TestClientSessionExpiry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, azsessions.ExecutionStatusFailed, resp.Status)
 	require.Contains(t, resp.Stderr, "NameError")
+}
+
+// TestClientOptions (issue 12 item 15): the user's own constructor and
+// credential reach the fake in one line, over TLS and plain HTTP, with or
+// without a required token; without the options, TLS fails at once (an
+// untrusted certificate is not retried).
+func TestClientOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts azsessionstest.Options
+	}{
+		{"http", azsessionstest.Options{}},
+		{"https", azsessionstest.Options{TLS: true}},
+		{"http token required", azsessionstest.Options{Options: emulator.Options{RequireToken: true}}},
+		{"https token required", azsessionstest.Options{TLS: true, Options: emulator.Options{RequireToken: true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			opts.APIVersion = azsessions.APIVersion20250202Preview
+			srv := azsessionstest.Start(t, &opts)
+			c, err := azsessions.NewClient(srv.Endpoint(), &fake.TokenCredential{}, srv.ClientOptions())
+			require.NoError(t, err)
+			require.Equal(t, azsessions.APIVersion20250202Preview, c.APIVersion())
+			_, err = c.NewSession().UploadFile(context.Background(), "a.txt", strings.NewReader("a"), nil)
+			require.NoError(t, err)
+
+			o := srv.ClientOptions()
+			o.APIVersion = azsessions.APIVersion20240202Preview
+			require.Equal(t, azsessions.APIVersion20250202Preview, srv.ClientOptions().APIVersion, "each call returns a new value")
+		})
+	}
+	t.Run("https without ClientOptions fails at once", func(t *testing.T) {
+		srv := azsessionstest.Start(t, &azsessionstest.Options{TLS: true})
+		var tries atomic.Int32
+		o := &azsessions.ClientOptions{}
+		o.Transport = countingTransport{n: &tries, next: &http.Client{}}
+		c, err := azsessions.NewClient(srv.Endpoint(), &fake.TokenCredential{}, o)
+		require.NoError(t, err)
+		_, err = c.NewSession().GetFile(context.Background(), "a.txt", nil)
+		require.ErrorContains(t, err, "certificate")
+		require.ErrorContains(t, err, "Server.ClientOptions")
+		require.Equal(t, int32(1), tries.Load(), "not retried")
+	})
+}
+
+type countingTransport struct {
+	n    *atomic.Int32
+	next *http.Client
+}
+
+func (c countingTransport) Do(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.Do(r)
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+
+	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/azsessionstest"
 	"github.com/azsessions/azsessions/emulator"
 )
@@ -35,4 +38,23 @@ func ExampleDefaultExecutor() {
 	resp, err := srv.Client().NewSession().Execute(context.Background(), "x = 6\nx * 7", nil)
 	fmt.Println(err, resp.Status, string(resp.Result))
 	// Output: <nil> Succeeded 42
+}
+
+// The code under test builds its own client from an endpoint and a
+// credential; ClientOptions makes that constructor reach the fake, over TLS
+// with azcore's fake credential.
+func ExampleServer_ClientOptions() {
+	srv, err := azsessionstest.NewServer(&azsessionstest.Options{TLS: true})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+
+	client, err := azsessions.NewClient(srv.Endpoint(), &fake.TokenCredential{}, srv.ClientOptions())
+	if err != nil {
+		panic(err)
+	}
+	up, err := client.NewSession().UploadFile(context.Background(), "a.txt", strings.NewReader("hi"), nil)
+	fmt.Println(err, up.Name, up.SizeInBytes)
+	// Output: <nil> a.txt 2
 }

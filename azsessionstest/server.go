@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/azsessions/azsessions"
@@ -162,7 +163,31 @@ func (s *Server) Client() *azsessions.Client {
 
 // NewClient is Client with options: the Transport is always the server's,
 // and APIVersion and the retry delays take the Client defaults when unset.
+// Over TLS, or when RequireToken is set, it authenticates with
+// azcore/fake.TokenCredential; otherwise it sends no token.
 func (s *Server) NewClient(options *azsessions.ClientOptions) (*azsessions.Client, error) {
+	o := s.clientOptions(options)
+	if s.opts.TLS || s.opts.RequireToken {
+		return azsessions.NewClient(s.Endpoint(), &fake.TokenCredential{}, o)
+	}
+	return azsessions.NewClientWithNoCredential(s.Endpoint(), o)
+}
+
+// ClientOptions returns options that make a client built by the caller's
+// own constructor reach this server, with any credential:
+//
+//	client, err := azsessions.NewClient(srv.Endpoint(), &fake.TokenCredential{}, srv.ClientOptions())
+//
+// They carry the server's Transport (which trusts its TLS certificate),
+// the api-version of Options.APIVersion, the fast retries of Client (10 ms
+// base delay, at most 200 ms) and, on a plain-HTTP server,
+// InsecureAllowCredentialWithHTTP (a credential is otherwise only sent over
+// https). Each call returns a new value the caller may change.
+func (s *Server) ClientOptions() *azsessions.ClientOptions {
+	return s.clientOptions(nil)
+}
+
+func (s *Server) clientOptions(options *azsessions.ClientOptions) *azsessions.ClientOptions {
 	var o azsessions.ClientOptions
 	if options != nil {
 		o = *options
@@ -177,20 +202,24 @@ func (s *Server) NewClient(options *azsessions.ClientOptions) (*azsessions.Clien
 	if o.Retry.MaxRetryDelay == 0 {
 		o.Retry.MaxRetryDelay = 200 * time.Millisecond
 	}
-	if s.opts.TLS || s.opts.RequireToken {
-		o.InsecureAllowCredentialWithHTTP = !s.opts.TLS
-		return azsessions.NewClient(s.Endpoint(), FakeCredential{}, &o)
+	if !s.opts.TLS {
+		o.InsecureAllowCredentialWithHTTP = true
 	}
-	return azsessions.NewClientWithNoCredential(s.Endpoint(), &o)
+	return &o
 }
 
-// FakeCredential is an azcore.TokenCredential that returns the token
-// "fake-token", valid for an hour. The fake server accepts any bearer token.
+// FakeCredential is an azcore.TokenCredential that returns the token of
+// azcore/fake.TokenCredential ("fake_token", valid for a day). The fake
+// server accepts any bearer token.
+//
+// Deprecated: use &fake.TokenCredential{} from
+// github.com/Azure/azure-sdk-for-go/sdk/azcore/fake, which can also
+// simulate a failing credential (SetError).
 type FakeCredential struct{}
 
 // GetToken implements azcore.TokenCredential.
-func (FakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	return azcore.AccessToken{Token: "fake-token", ExpiresOn: time.Now().Add(time.Hour)}, nil
+func (FakeCredential) GetToken(ctx context.Context, options policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return (&fake.TokenCredential{}).GetToken(ctx, options)
 }
 
 // Clock is the server's clock: the base clock (Options.Now, default

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -76,6 +77,12 @@ func (ts *toolset) codeInterpreter(ctx context.Context, arguments string) (strin
 		ans.Result = ia
 	} else {
 		ans.Result = resultValue(exec.Result)
+	}
+	if exec.TimedOut() {
+		notes = append(notes, fmt.Sprintf("the execution was stopped at its timeout after %.1f s: make the code faster, or split the work into several calls", exec.ExecutionTime.Seconds()))
+	}
+	if ee := (*azsessions.ExecutionError)(nil); errors.As(exec.Err(), &ee) && ee.StderrCut {
+		notes = append(notes, "stderr (the traceback) was cut at the output cap, so its end may be missing; the last complete line is: "+ee.Message)
 	}
 	if exec.Truncated() {
 		n := int(ts.opts.OutputStreamsMaxLength)

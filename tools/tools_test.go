@@ -62,6 +62,10 @@ func (r *recorder) run(ctx context.Context, code string) emulator.ExecutionResul
 		return emulator.ExecutionResult{Value: v}
 	case code == "big":
 		return emulator.ExecutionResult{Stdout: strings.Repeat("x", 5000)}
+	case code == "long traceback":
+		return emulator.ExecutionResult{Status: emulator.Failed, Stderr: "Traceback (most recent call last):\n" + strings.Repeat("  File \"x.py\", line 1, in f\n", 300)}
+	case code == "slow":
+		return emulator.ExecutionResult{Status: emulator.Failed, TimedOut: true, Stderr: "TimeoutError: the execution timed out\n"}
 	case strings.HasPrefix(code, "write "):
 		f := strings.SplitN(code, " ", 3)
 		if err := os.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), []byte(f[2]), 0o644); err != nil {
@@ -338,6 +342,31 @@ func TestTruncatedOutput(t *testing.T) {
 			require.Len(t, m["stdout"], azsessions.DefaultOutputStreamsMaxLength)
 			require.Contains(t, m["note"], "the output was truncated at 4096 characters")
 			require.Contains(t, m["note"], tt.wantHint)
+		})
+	}
+}
+
+// TestExecutionNotes (issue 12 item 13): a timed-out cell and a cut
+// traceback are said in the answer's note, so the model need not guess
+// from stderr.
+func TestExecutionNotes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, code string
+		want       []string
+	}{
+		{"timed out", "slow", []string{"stopped at its timeout"}},
+		{"traceback cut", "long traceback", []string{"stderr (the traceback) was cut at the output cap", `the last complete line is: File "x.py", line 1, in f`, "the output was truncated at 4096 characters"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			m := decode(t, e.call(t, "code_interpreter", `{"python_code":"`+tt.code+`"}`))
+			require.Equal(t, "Failed", m["status"])
+			for _, w := range tt.want {
+				require.Contains(t, m["note"], w)
+			}
 		})
 	}
 }
