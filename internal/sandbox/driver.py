@@ -38,6 +38,21 @@ CFG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 sys.argv = [""]
 MAX_VALUE_CHARS = int(CFG.get("max_value_chars", 1 << 20))
 
+if CFG.get("socket"):
+    # gVisor: runsc passes only fds 0-2, so the protocol comes over a Unix
+    # socket that the emulator listens on; it becomes fds 3 and 4.
+    import socket as _socket
+
+    _s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    _s.connect(CFG["socket"])
+    _sfd = _s.detach()
+    for _fd in (CMD_FD, RES_FD):
+        if _sfd != _fd:
+            os.dup2(_sfd, _fd)
+    if _sfd not in (CMD_FD, RES_FD):
+        os.close(_sfd)
+    del _s, _sfd, _socket
+
 for _fd in (CMD_FD, RES_FD):
     try:
         os.set_inheritable(_fd, False)
@@ -65,6 +80,7 @@ _RLIM_INFINITY = getattr(_resource, "RLIM_INFINITY", -1)
 _RLIMIT_AS = getattr(_resource, "RLIMIT_AS", None)
 _RLIMIT_FSIZE = getattr(_resource, "RLIMIT_FSIZE", None)
 _RLIMIT_NPROC = getattr(_resource, "RLIMIT_NPROC", None)
+_RLIMIT_CORE = getattr(_resource, "RLIMIT_CORE", None)
 _os_open, _os_read, _os_close, _O_RDONLY = os.open, os.read, os.close, os.O_RDONLY
 _pthread_sigmask, _SIG_BLOCK = signal.pthread_sigmask, signal.SIG_BLOCK
 _SIGALRM, _SIGINT = signal.SIGALRM, signal.SIGINT
@@ -126,6 +142,10 @@ PRELOAD_RESERVE = 1 << 30
 
 
 def set_limits(preloading):
+    # No core files: a crash never writes one nor runs the host's
+    # kernel.core_pattern (a hard limit: subprocesses cannot raise it).
+    if _RLIMIT_CORE is not None:
+        _lower(_RLIMIT_CORE, 0)
     if CFG.get("max_file_size", 0) > 0:
         _lower(_RLIMIT_FSIZE, int(CFG["max_file_size"]))
     if CFG.get("nproc", 0) > 0:

@@ -165,7 +165,7 @@ const helperEnv = "AZSESSIONS_SANDBOX_TEST_HELPER"
 // executor on $AZSESSIONS_SANDBOX_TEST_DATA with one kernel; it prints its
 // directory and cgroups, then waits for stdin to close (or to be killed).
 func runHelperExecutor() int {
-	e, err := New(Options{DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 1, noPreload: true})
+	e, err := New(Options{Mode: os.Getenv(helperEnv + "_MODE"), DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 1, noPreload: true})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -192,10 +192,10 @@ type helperProc struct {
 	cgroups []string
 }
 
-func startHelper(t *testing.T, dataDir string) *helperProc {
+func startHelper(t *testing.T, mode, dataDir string) *helperProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", helperEnv+"_DATA="+dataDir)
+	cmd.Env = append(os.Environ(), helperEnv+"=1", helperEnv+"_DATA="+dataDir, helperEnv+"_MODE="+mode)
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	cmd.Stdin = r
@@ -225,19 +225,27 @@ func startHelper(t *testing.T, dataDir string) *helperProc {
 // directories and cgroups) is removed by the next executor started on the
 // same data directory, while what a running emulator holds is never touched.
 func TestLeftoversRemoved(t *testing.T) {
-	requireSandbox(t, true)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		testLeftoversRemoved(t, opts.Mode)
+	})
+}
+
+func testLeftoversRemoved(t *testing.T, mode string) {
 	data := testenv.DataDir(t)
-	dead, alive := startHelper(t, data), startHelper(t, data)
+	dead, alive := startHelper(t, mode, data), startHelper(t, mode, data)
 	require.NoError(t, dead.cmd.Process.Signal(syscall.SIGKILL))
 	_ = dead.cmd.Wait()
 	require.DirExists(t, dead.dataDir, "the killed emulator's data is left behind")
 	for _, cg := range dead.cgroups {
 		require.DirExists(t, cg)
 	}
-	e, err := New(Options{DataDir: data, Ready: 0, noPreload: true})
+	e, err := New(Options{Mode: mode, DataDir: data, Ready: 0, noPreload: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	require.NoDirExists(t, filepath.Dir(dead.dataDir), "the killed emulator's data was not removed")
+	// Nothing of its sandboxes runs (bwrap, or runsc, its Gofer and Sentry,
+	// whose command lines name the executor's directory).
+	require.Empty(t, findProcs(t, filepath.Dir(dead.dataDir)), "the killed emulator's sandboxes still run")
 	for _, cg := range dead.cgroups {
 		require.NoDirExists(t, cg, "the killed emulator's cgroup was not removed")
 	}

@@ -38,6 +38,7 @@ type proc struct {
 	dataDir string
 	cg      *cgroupSet
 	role    string
+	gv      *gvisorContainer // mode gvisor: the runsc container
 
 	cmdW             *os.File // fd 3 of the driver
 	resR, outR, errR *os.File
@@ -87,6 +88,9 @@ type driverConfig struct {
 	MplCache      string   `json:"mpl_cache"`
 	MaxValueChars int      `json:"max_value_chars"`
 	NoIPython     bool     `json:"no_ipython,omitempty"`
+	// Socket is the Unix socket the driver connects to and uses as fds 3
+	// and 4 (mode gvisor, where runsc passes no other descriptor).
+	Socket string `json:"socket,omitempty"`
 }
 
 // preloadMessage starts the driver's "preloaded" reply.
@@ -108,13 +112,17 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	var cg *cgroupSet
 	if e.cg != nil {
 		var err error
-		cg, err = e.cg.create(fmt.Sprintf("%s-%s", role, randHex(6)), e.opts.MemoryLimitBytes, e.opts.MaxProcesses, e.opts.CPUs)
+		tasks := e.opts.MaxProcesses
+		if e.opts.Mode == ModeGvisor {
+			tasks = gvisorHostTasks(tasks)
+		}
+		cg, err = e.cg.create(fmt.Sprintf("%s-%s", role, randHex(6)), e.opts.MemoryLimitBytes, tasks, e.opts.CPUs)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 	}
 	if cg == nil || e.cg.pids == "" {
-		if uid := os.Getuid(); uid != 0 {
+		if uid := os.Getuid(); uid != 0 && e.opts.Mode != ModeGvisor {
 			// RLIMIT_NPROC counts every task of the real uid on the machine.
 			cfg.NProc = countUserTasks(uid) + e.opts.MaxProcesses
 		}
@@ -153,23 +161,35 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		}
 		return
 	}
+	var gv *gvisorContainer
 	fail := func(err error) (*proc, error) {
 		closeAll()
 		cg.kill(0)
+		if gv != nil {
+			gv.remove()
+		}
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	cmdR, cmdW, err1 := pipe()
-	resR, resW, err2 := pipe()
 	outR, outW, err3 := pipe()
 	errR, errW, err4 := pipe()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	if err := errors.Join(err3, err4); err != nil {
 		return fail(err)
 	}
-	addFD(cmdR)
-	addFD(resW)
+	var cmdW, resR *os.File // gvisor: the driver's socket, after it connected
+	if e.opts.Mode != ModeGvisor {
+		cmdR, w, err1 := pipe()
+		r, resW, err2 := pipe()
+		if err := errors.Join(err1, err2); err != nil {
+			return fail(err)
+		}
+		cmdW, resR = w, r
+		addFD(cmdR)
+		addFD(resW)
+	}
 
 	var args []string
-	if e.opts.Mode == ModeNone {
+	switch e.opts.Mode {
+	case ModeNone:
 		if err := os.MkdirAll(tmpDir, 0o700); err != nil {
 			return fail(err)
 		}
@@ -182,12 +202,14 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cfg.MplCache = filepath.Join(e.sysDir, "mpl")
 		cj, _ := json.Marshal(cfg)
 		args = []string{e.python, "-s", filepath.Join(e.sysDir, "driver.py"), string(cj)}
-	} else {
-		env["HOME"], env["TMPDIR"] = sandboxTmp, sandboxTmp
-		env["MPLCONFIGDIR"] = sandboxTmp + "/.config/matplotlib"
-		env["IPYTHONDIR"] = sandboxTmp + "/.ipython"
-		env["USER"], env["LOGNAME"] = "user", "user"
-		cfg.MplCache = sandboxSys + "/mpl"
+	case ModeGvisor:
+		e.sandboxEnv(env, &cfg)
+		var err error
+		if args, gv, err = e.gvisorArgs(dataDir, env, cfg); err != nil {
+			return fail(err)
+		}
+	default:
+		e.sandboxEnv(env, &cfg)
 		cj, _ := json.Marshal(cfg)
 		args = e.bwrapArgs(dataDir, env)
 		if seccomp := seccompProgram(); seccomp != nil {
@@ -226,8 +248,9 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
 		wrap = append(wrap, cg.procsFiles()...)
 		wrap = append(wrap, "--")
-		if e.id != nil {
+		if e.id != nil && e.opts.Mode != ModeGvisor {
 			// Root joins the cgroups, then becomes the sandbox user for good.
+			// (runsc needs root: its Sentry drops to "nobody" itself.)
 			wrap = append(wrap, e.id.setprivArgs()...)
 		}
 		args = append(wrap, args...)
@@ -243,14 +266,14 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cmd.Dir = "/"
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if e.id != nil && cg == nil {
+	if e.id != nil && cg == nil && e.opts.Mode != ModeGvisor {
 		cmd.SysProcAttr.Credential = e.id.credential()
 	}
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = extra
 	p := &proc{
-		cmd: cmd, dataDir: dataDir, cg: cg, role: role,
+		cmd: cmd, dataDir: dataDir, cg: cg, role: role, gv: gv,
 		cmdW: cmdW, resR: resR, outR: outR, errR: errR,
 		stdout: newStream(), stderr: newStream(),
 		msgs:   make(chan []byte, 4),
@@ -271,7 +294,7 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	for _, f := range append(extra, outW, errW) {
 		_ = f.Close()
 	}
-	p.wg.Add(4)
+	p.wg.Add(3)
 	go func() {
 		defer p.wg.Done()
 		p.waitErr = cmd.Wait()
@@ -279,10 +302,25 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	}()
 	go func() { defer p.wg.Done(); p.stdout.pump(outR) }()
 	go func() { defer p.wg.Done(); p.stderr.pump(errR) }()
-	go func() { defer p.wg.Done(); p.readReplies() }()
 
-	timer := time.NewTimer(90 * time.Second)
+	const startTimeout = 90 * time.Second
+	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
+	if gv != nil {
+		// The driver connects to the bundle's socket: its fds 3 and 4.
+		var err error
+		p.cmdW, p.resR, err = gv.accept(ctx, p.exited, startTimeout)
+		if err != nil {
+			p.kill()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			msg, _ := p.stderr.result(2048)
+			return nil, fmt.Errorf("sandbox: kernel did not start (%v; %v): %s", err, p.waitErr, strings.TrimSpace(msg))
+		}
+	}
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); p.readReplies() }()
 	select {
 	case line, ok := <-p.msgs:
 		var ready struct {
@@ -525,6 +563,9 @@ func (p *proc) kill() {
 		_ = p.outR.Close()
 		_ = p.errR.Close()
 		p.wg.Wait()
+		if p.gv != nil {
+			p.gv.remove()
+		}
 	})
 }
 
@@ -1013,4 +1054,15 @@ func (k *Kernel) overLimit(p *proc) string {
 		return fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes", u.bytes, o.MaxDataDirBytes)
 	}
 	return ""
+}
+
+// sandboxEnv sets the environment and driver paths of the isolated modes
+// (bwrap and gvisor), where /tmp is private and the sys files sit in
+// sandboxSys.
+func (e *Executor) sandboxEnv(env map[string]string, cfg *driverConfig) {
+	env["HOME"], env["TMPDIR"] = sandboxTmp, sandboxTmp
+	env["MPLCONFIGDIR"] = sandboxTmp + "/.config/matplotlib"
+	env["IPYTHONDIR"] = sandboxTmp + "/.ipython"
+	env["USER"], env["LOGNAME"] = "user", "user"
+	cfg.MplCache = sandboxSys + "/mpl"
 }

@@ -98,6 +98,7 @@ func removeLeftovers(dataParent string) []string {
 				continue
 			}
 			dir := filepath.Join(dataParent, ent.Name())
+			gvisorLeftovers(dir)
 			if err := removeTree(dir); err == nil {
 				removed = append(removed, dir)
 			}

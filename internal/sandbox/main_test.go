@@ -93,6 +93,7 @@ type backend struct {
 func backends() []backend {
 	return []backend{
 		{name: ModeBwrap, opts: testOptions(ModeBwrap), need: func(t testing.TB) { requireSandbox(t, true) }},
+		{name: ModeGvisor, opts: testOptions(ModeGvisor), need: requireGvisor},
 	}
 }
 
@@ -107,6 +108,20 @@ func forEachBackend(t *testing.T, f func(t *testing.T, opts Options)) {
 			f(t, b.opts)
 		})
 	}
+}
+
+// requireGvisor skips the test when runsc, root or the system Python is
+// missing, or fails it instead when AZSESSIONS_REQUIRE_SANDBOX=1.
+func requireGvisor(t testing.TB) {
+	t.Helper()
+	requireSandbox(t, false)
+	if _, err := exec.LookPath("runsc"); err != nil {
+		if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {
+			t.Fatal("AZSESSIONS_REQUIRE_SANDBOX=1 but runsc (gVisor) is missing: apt-get install runsc")
+		}
+		t.Skip("runsc (gVisor) not installed (apt-get install runsc; set AZSESSIONS_REQUIRE_SANDBOX=1 to make this fatal)")
+	}
+	requireRoot(t)
 }
 
 // requireRoot skips a test that needs root (or fails it under

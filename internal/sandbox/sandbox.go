@@ -256,7 +256,9 @@ type Options struct {
 	// python3 on PATH. Shims and venvs are resolved by asking the interpreter
 	// for sys.executable; prefixes outside /usr are bound read-only.
 	Python string
-	// Mode is ModeBwrap ("bwrap", the default when "") or ModeNone ("none").
+	// Mode is ModeBwrap ("bwrap", the default when ""), ModeGvisor
+	// ("gvisor": a gVisor sandbox per kernel, needs root and runsc; see
+	// gvisor.go) or ModeNone ("none").
 	Mode string
 	// DataDir is the directory under which each kernel gets a fresh data
 	// directory. "" means a new temporary directory removed by Close. A given
@@ -338,6 +340,8 @@ type Executor struct {
 	python   string   // interpreter path used in the sandbox
 	binds    []string // extra read-only bind mounts (interpreter prefixes)
 	bwrap    string
+	runsc    string // runsc executable (mode gvisor)
+	gvDir    string // bundles and runsc state (mode gvisor)
 	info     kernel.Info
 	base     string  // directory holding the kernels' data dirs
 	sysDir   string  // driver, synthetic /etc files, font cache
@@ -408,8 +412,8 @@ func New(opts Options) (*Executor, error) {
 	if opts.Mode == "" {
 		opts.Mode = ModeBwrap
 	}
-	if opts.Mode != ModeBwrap && opts.Mode != ModeNone {
-		return nil, fmt.Errorf("sandbox: unknown mode %q (want %q or %q)", opts.Mode, ModeBwrap, ModeNone)
+	if opts.Mode != ModeBwrap && opts.Mode != ModeGvisor && opts.Mode != ModeNone {
+		return nil, fmt.Errorf("sandbox: unknown mode %q (want %q, %q or %q)", opts.Mode, ModeBwrap, ModeGvisor, ModeNone)
 	}
 	if opts.Ready < 0 {
 		opts.Ready = DefaultReady
@@ -458,6 +462,11 @@ func New(opts Options) (*Executor, error) {
 			e.noUserns = bytes.Contains(out, []byte("--disable-userns"))
 		}
 	}
+	if opts.Mode == ModeGvisor {
+		if err := e.initGvisor(); err != nil {
+			return nil, err
+		}
+	}
 	if e.id, err = resolveSandboxUser(opts.SandboxUser); err != nil {
 		return nil, err
 	}
@@ -473,6 +482,12 @@ func New(opts Options) (*Executor, error) {
 	}
 	if err := e.prepareDirs(); err != nil {
 		return nil, err
+	}
+	if opts.Mode == ModeGvisor {
+		if err := e.prepareGvisor(); err != nil {
+			_ = os.RemoveAll(e.base)
+			return nil, err
+		}
 	}
 	if err := e.setCapacity(); err != nil {
 		_ = os.RemoveAll(e.base)
@@ -598,8 +613,11 @@ func (e *Executor) probe() error {
 		}
 	}
 	sandboxName := "bubblewrap"
-	if e.opts.Mode == ModeNone {
+	switch e.opts.Mode {
+	case ModeNone:
 		sandboxName = "none"
+	case ModeGvisor:
+		sandboxName = "gvisor"
 	}
 	if pr.Packages == nil {
 		pr.Packages = map[string]string{}
@@ -738,8 +756,11 @@ func (e *Executor) selfTest() error {
 	p, err := e.startProc(ctx, dir, "selftest")
 	e.opts.noPreload = saved
 	if err != nil {
-		if e.opts.Mode == ModeBwrap {
+		switch e.opts.Mode {
+		case ModeBwrap:
 			return fmt.Errorf("sandbox: %w: %v", ErrNoBubblewrap, err)
+		case ModeGvisor:
+			return fmt.Errorf("sandbox: %w: %v", ErrNoGvisor, err)
 		}
 		return fmt.Errorf("sandbox: %w", err)
 	}

@@ -1,0 +1,50 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGvisorSmoke runs cells in a gVisor kernel: state persists, output and
+// values come back, files written in /mnt/data appear in the data directory.
+func TestGvisorSmoke(t *testing.T) {
+	requireGvisor(t)
+	e := sharedFor(t, testOptions(ModeGvisor))
+	require.Equal(t, "gvisor", e.Info().Sandbox)
+	k := newKernel(t, e)
+	requireOK(t, k, "x = 20")
+	res := requireOK(t, k, "print('hi'); open('/mnt/data/f.txt', 'w').write('data'); x + 22")
+	require.Equal(t, "hi\n", res.Stdout)
+	require.JSONEq(t, "42", string(res.Value))
+	data, err := os.ReadFile(filepath.Join(k.DataDir(), "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "data", string(data))
+}
+
+// TestGvisorKernelIsGvisor checks that session code talks to gVisor's
+// Sentry, not to the host's kernel: uname and the kernel log are gVisor's,
+// the process table holds only the sandbox's processes, and the host's
+// kernel command line and modules are not visible.
+func TestGvisorKernelIsGvisor(t *testing.T) {
+	requireGvisor(t)
+	k := newKernel(t, sharedFor(t, testOptions(ModeGvisor)))
+	host, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	require.NoError(t, err)
+	res := requireOK(t, k, `import os, subprocess
+print(os.uname().release)
+print(subprocess.run(['dmesg'], capture_output=True, text=True).stdout[:2000])
+pids = [p for p in os.listdir('/proc') if p.isdigit()]
+print('PIDS', len(pids))
+print('MODULES', os.path.exists('/proc/modules'))
+`)
+	lines := strings.Split(res.Stdout, "\n")
+	require.NotEqual(t, strings.TrimSpace(string(host)), lines[0], "uname shows the host's kernel")
+	require.Contains(t, res.Stdout, "gVisor", "dmesg is not gVisor's")
+	// The driver and at most a few helpers: not the host's hundreds.
+	require.Regexp(t, `PIDS [1-9]\n`, res.Stdout)
+	require.Contains(t, res.Stdout, "MODULES False")
+}
