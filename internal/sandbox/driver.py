@@ -9,8 +9,14 @@
 #            {"op":"interrupt"}
 # Replies:   {"ready":true,"runner":"ipython"|"fallback","preload":[...]}
 #            {"preloaded":[...],"preload_ms":float}  (once, after "ready")
-#            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"timed_out":bool,
-#             "interrupted":bool,"duration_ms":float}
+#            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"text":str|null,
+#             "timed_out":bool,"interrupted":bool,"duration_ms":float}
+#
+# "value" is the JSON of the cell's last expression (numbers, booleans and
+# strings as themselves, NaN and infinities as null, anything else as its
+# text/plain form, a figure as the image object); "text" is the value's
+# text/plain form from IPython's display formatter (IPython.lib.pretty: a long
+# list breaks over lines), null for None, an image or no value.
 #
 # The driver answers "ready" as soon as it can run a cell; the modules of
 # CFG["preload"] are then imported by a background thread, which sends
@@ -290,7 +296,25 @@ def _cap(s):
     return s if len(s) <= MAX_VALUE_CHARS else s[:MAX_VALUE_CHARS]
 
 
-def to_json(v):
+_pretty = None
+
+
+def pretty_text(v):
+    """text/plain of v as IPython.lib.pretty renders it (imported on first
+    use: the fallback runner only), or repr when IPython is missing."""
+    global _pretty
+    if _pretty is None:
+        try:
+            from IPython.lib.pretty import pretty as _p
+        except Exception:  # noqa: no IPython
+            _p = repr
+        _pretty = _p
+    return _pretty(v)
+
+
+def to_json(v, text):
+    """The JSON "value" of a cell's last expression v whose text/plain form is
+    text (None when formatting failed)."""
     if v is None or isinstance(v, bool):
         return v
     mod = type(v).__module__
@@ -303,17 +327,52 @@ def to_json(v):
             return "<int too large to convert>"
     if isinstance(v, float) or (mod == "numpy" and type(v).__name__.startswith("float")):
         f = float(v)
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
+        if math.isnan(f) or math.isinf(f):
+            # JSON has no NaN: the service answers null for float('nan')
+            # (spec example CodeExecution_Execute_Result_NaN.json), with
+            # "nan" as the Jupyter-format text.
+            return None
         return f
     if isinstance(v, str):
         return _cap(v)
+    if text is None:
+        return "<%s object: its text/plain form could not be computed>" % type(v).__name__
+    return text
+
+
+def value_text(runner, v):
+    """The capped text/plain form of v from the runner's display formatter,
+    None for None or when the formatter failed (it prints why to stderr, as
+    IPython does)."""
+    if v is None:
+        return None
     try:
-        return _cap(repr(v))
-    except BaseException as e:  # noqa
-        return "<repr failed: %s>" % type(e).__name__
+        t = runner.text(v)
+    except BaseException as e:  # noqa: a broken __repr__ of user code
+        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+        return None
+    return _cap(t) if isinstance(t, str) else None
+
+
+# Tracebacks shown to the user leave out the driver's own frames (the timer's
+# signal handler runs on top of the cell's frames, a patched plt.show in the
+# middle of them).
+_DRIVER_FILE = sys._getframe().f_code.co_filename
+
+
+def strip_driver_frames(tb):
+    """tb without the frames of this file (relinked in place)."""
+    keep = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _DRIVER_FILE:
+            keep.append(tb)
+        tb = tb.tb_next
+    for a, b in zip(keep, keep[1:]):
+        a.tb_next = b
+    if keep:
+        keep[-1].tb_next = None
+        return keep[0]
+    return None
 
 
 # ---------------------------------------------------------------- runners
@@ -347,11 +406,11 @@ class FallbackRunner:
                 return True, True, eval(compile(last, filename, "eval"), self.ns)
             return True, False, None
         except BaseException as e:  # noqa: report everything the cell raised
-            tb = e.__traceback__
-            if tb is not None:
-                tb = tb.tb_next  # drop this frame
-            sys.stderr.write("".join(traceback.format_exception(type(e), e, tb)))
+            sys.stderr.write("".join(traceback.format_exception(type(e), e, strip_driver_frames(e.__traceback__))))
             return False, False, None
+
+    def text(self, v):
+        return pretty_text(v)
 
 
 # Modules IPython imports at start-up that a kernel without a terminal or
@@ -436,6 +495,43 @@ def _make_ipython_runner():
     class Shell(InteractiveShell):
         displayhook_class = Type(Hook)
 
+        def showtraceback(self, exc_tuple=None, *args, **kwargs):
+            # The timer must not cut a traceback short (IPython then prints
+            # a bare "KeyboardInterrupt")...
+            _state["formatting"] = True
+            try:
+                if not _state["timed_out"]:
+                    return super().showtraceback(exc_tuple, *args, **kwargs)
+                self._show_timeout_traceback(exc_tuple)
+            finally:
+                _state["formatting"] = False
+
+        def _show_timeout_traceback(self, exc_tuple):
+            # ... except for a timed-out cell, whose first traceback may take
+            # IPython a second or more (stack_data); the timer's next tick
+            # then cuts it short and the plain Python form is shown instead.
+            try:
+                etype, value, tb = self._get_exc_info(exc_tuple)
+            except ValueError:
+                return
+            try:
+                _state["cuttable"] = True
+                stb = self.InteractiveTB.structured_traceback(etype, value, tb)
+                _state["cuttable"] = False
+            except KeyboardInterrupt:
+                _state["cuttable"] = False
+                stb = None
+            if stb is not None:
+                self._showtraceback(etype, value, stb)
+                return
+            if tb is not None and tb.tb_frame.f_code.co_name == "run_code":
+                tb = tb.tb_next  # IPython's frame
+            sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
+
+        def _get_exc_info(self, exc_tuple=None):
+            etype, value, tb = super()._get_exc_info(exc_tuple)
+            return etype, value, strip_driver_frames(tb)
+
         def _showtraceback(self, etype, evalue, stb):
             sys.stderr.write(self.InteractiveTB.stb2text(stb) + "\n")
 
@@ -463,18 +559,28 @@ def _make_ipython_runner():
                 return False, False, None
             return True, hook.got, value
 
+        def text(self, v):
+            # The kernel's own text/plain formatter (PlainTextFormatter:
+            # IPython.lib.pretty with the shell's settings), already loaded
+            # with the shell: no import on the first value.
+            return plain(v)
+
+    plain = shell.display_formatter.formatters["text/plain"]
     return Runner()
 
 
 # ---------------------------------------------------------------- main loop
 
-_state = {"in_cell": False, "timed_out": False, "interrupted": False}
+_state = {"in_cell": False, "timed_out": False, "interrupted": False,
+          "formatting": False, "cuttable": False}
 
 
 def _on_alarm(signum, frame):
     _state["timed_out"] = True
-    if _state["in_cell"]:
-        raise KeyboardInterrupt("execution timed out")
+    if _state["in_cell"] and (not _state["formatting"] or _state["cuttable"]):
+        # As an interrupt in Jupyter; the frame of this handler is left out
+        # of the traceback (strip_driver_frames).
+        raise KeyboardInterrupt()
 
 
 def _reader(q):
@@ -556,7 +662,7 @@ def run_one(runner, msg):
         ok = False
         sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
     duration = (time.monotonic() - start) * 1000.0
-    out = {"id": msg.get("id"), "ok": ok, "has_value": False, "value": None,
+    out = {"id": msg.get("id"), "ok": ok, "has_value": False, "value": None, "text": None,
            "timed_out": _state["timed_out"], "interrupted": _state["interrupted"],
            "duration_ms": duration}
     try:
@@ -568,8 +674,10 @@ def run_one(runner, msg):
                 out["value"] = {"type": "image", "format": "png",
                                 "base64_data": base64.b64encode(img).decode()}
             elif has_value:
+                text = value_text(runner, value)
                 out["has_value"] = True
-                out["value"] = to_json(value)
+                out["value"] = to_json(value, text)
+                out["text"] = text
         if _state["timed_out"]:
             out["ok"] = False
             sys.stderr.write("TimeoutError: the execution timed out after %g seconds\n" % timeout)
@@ -579,6 +687,7 @@ def run_one(runner, msg):
         out["ok"] = False
         out["has_value"] = False
         out["value"] = None
+        out["text"] = None
         sys.stderr.write("internal error while collecting the result: %r\n" % (e,))
     del value
     nonce = msg.get("nonce", "").encode()

@@ -775,6 +775,7 @@ type execReply struct {
 	OK          bool            `json:"ok"`
 	HasValue    bool            `json:"has_value"`
 	Value       json.RawMessage `json:"value"`
+	Text        *string         `json:"text"` // the value's text/plain form (IPython's display formatter)
 	TimedOut    bool            `json:"timed_out"`
 	Interrupted bool            `json:"interrupted"`
 	DurationMS  float64         `json:"duration_ms"`
@@ -935,7 +936,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 			}
 			res.TimedOut = rep.TimedOut
 			if rep.HasValue && len(rep.Value) > 0 {
-				res.Value = rep.Value
+				res.Value, res.Text = rep.Value, rep.Text
 			} else {
 				res.Value = emptyValue
 			}

@@ -51,9 +51,9 @@ func TestLastExpressionValues(t *testing.T) {
 		{"int", "1 + 1", `2`},
 		{"big int", "2**70", `1180591620717411303424`},
 		{"float", "1 / 4", `0.25`},
-		{"nan", "float('nan')", `"nan"`},
-		{"inf", "float('inf')", `"inf"`},
-		{"minus inf", "-float('inf')", `"-inf"`},
+		{"nan", "float('nan')", `null`},
+		{"inf", "float('inf')", `null`},
+		{"minus inf", "-float('inf')", `null`},
 		{"str", "'hello'", `"hello"`},
 		{"str nan", "'nan'", `"nan"`},
 		{"bool", "3 > 2", `true`},
@@ -312,7 +312,8 @@ func TestFallbackRunner(t *testing.T) {
 	res = requireOK(t, k, "y = 1")
 	require.JSONEq(t, `""`, string(res.Value))
 	res = requireOK(t, k, "float('nan')")
-	require.JSONEq(t, `"nan"`, string(res.Value))
+	require.JSONEq(t, `null`, string(res.Value))
+	require.Equal(t, "nan", *res.Text)
 	res = run(t, k, "def g():\n    raise ValueError('bad')\ng()")
 	require.Equal(t, kernel.Failed, res.Status)
 	require.Contains(t, res.Stderr, "ValueError: bad")

@@ -1,0 +1,115 @@
+package emulator_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/testenv"
+)
+
+// newPythonEnv is an env whose executions run real Python in bubblewrap.
+func newPythonEnv(t *testing.T) *env {
+	t.Helper()
+	testenv.NeedSandbox(t, "IPython")
+	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
+	require.NoError(t, err)
+	return newEnv(t, emulator.Options{Executor: ex})
+}
+
+// TestSpecResultExamplesWithRealPython sends the request of every spec
+// example that runs Python code (2025-10-02-preview CodeExecution_Execute_*:
+// print(7*9), None, float('nan'), the string "nan", each with and without
+// returnJupyterFormatExecutionResult) to the emulator running real Python,
+// and compares executionResult and stdout with the example's response read
+// as data (the example's "63/n" typo aside).
+func TestSpecResultExamplesWithRealPython(t *testing.T) {
+	e := newPythonEnv(t)
+	n := 0
+	for _, x := range loadSpecExamples(t) {
+		if x.version != "2025-10-02-preview" || x.OperationID != "CodeExecution_Execute" || strings.Contains(x.file, "Shell") || strings.Contains(x.file, "Async") {
+			continue
+		}
+		n++
+		t.Run(x.file, func(t *testing.T) {
+			var req map[string]any
+			require.NoError(t, json.Unmarshal(x.Parameters["codeExecutionRequest"], &req))
+			var want struct {
+				Result struct {
+					Stdout          string          `json:"stdout"`
+					ExecutionResult json.RawMessage `json:"executionResult"`
+				} `json:"result"`
+				Status string `json:"status"`
+			}
+			for _, r := range x.Responses {
+				require.NoError(t, json.Unmarshal(r.Body, &want))
+			}
+			r := e.postJSON("executions", qv(x.version, "real-python-examples"), req, nil)
+			require.Equal(t, 200, r.status, "body: %s", r.body)
+			var got struct {
+				Result struct {
+					Stdout          string          `json:"stdout"`
+					ExecutionResult json.RawMessage `json:"executionResult"`
+				} `json:"result"`
+				Status string `json:"status"`
+			}
+			require.NoError(t, json.Unmarshal(r.body, &got))
+			require.Equal(t, want.Status, got.Status)
+			require.JSONEq(t, string(want.Result.ExecutionResult), string(got.Result.ExecutionResult), "code %v", req["code"])
+			require.Equal(t, strings.ReplaceAll(want.Result.Stdout, "/n", "\n"), got.Result.Stdout)
+		})
+	}
+	require.Equal(t, 7, n, "print(7*9) and the six NaN/None/\"nan\" examples")
+}
+
+// TestPrettyValuesOverHTTP: a non-primitive value is its text/plain form from
+// IPython's display formatter, a long list broken over lines exactly as
+// IPython.lib.pretty breaks it, on both contracts.
+func TestPrettyValuesOverHTTP(t *testing.T) {
+	e := newPythonEnv(t)
+	const expr = "['package-%02d' % i for i in range(12)]"
+	out, err := exec.Command(testenv.Python, "-c", "import sys\nfrom IPython.lib.pretty import pretty\nsys.stdout.write(pretty(eval(sys.argv[1])))", expr).Output()
+	require.NoError(t, err)
+	want := string(out)
+	require.Contains(t, want, ",\n ", "the reference breaks the list over lines")
+	for _, version := range []string{"2024-02-02-preview", "2025-10-02-preview"} {
+		t.Run(version, func(t *testing.T) {
+			m := e.exec(version, "pretty-values", expr, nil).json(t)
+			var res any
+			if isLegacy(version) {
+				res = m["properties"].(map[string]any)["result"]
+			} else {
+				res = m["result"].(map[string]any)["executionResult"]
+			}
+			require.Equal(t, want, res)
+		})
+	}
+	// With returnJupyterFormatExecutionResult too (the same text/plain).
+	r := e.postJSON("executions", qv("2025-10-02-preview", "pretty-values"), execBody(expr, "returnJupyterFormatExecutionResult", true), nil)
+	require.Equal(t, want, r.json(t)["result"].(map[string]any)["executionResult"])
+}
+
+// TestTimeoutOverHTTP: a timed-out execution is Failed with the error code
+// Timeout (the emulator's guess, see the package docs), its stderr shows the
+// cell's frames and no emulator internals, and the session keeps its state.
+func TestTimeoutOverHTTP(t *testing.T) {
+	e := newPythonEnv(t)
+	const v = "2025-10-02-preview"
+	e.exec(v, "timeouts", "kept = 1", nil)
+	r := e.postJSON("executions", qv(v, "timeouts"), execBody("def spin():\n    while True:\n        pass\nspin()", "timeoutInSeconds", 1), nil)
+	require.Equal(t, 200, r.status, "body: %s", r.body)
+	m := r.json(t)
+	require.Equal(t, "Failed", m["status"])
+	require.Equal(t, "Timeout", m["error"].(map[string]any)["error"].(map[string]any)["code"])
+	stderr := m["result"].(map[string]any)["stderr"].(string)
+	for _, internal := range []string{"driver.py", "_on_alarm", "/opt/azsessions"} {
+		require.NotContains(t, stderr, internal)
+	}
+	require.Contains(t, stderr, "spin()")
+	require.Contains(t, stderr, "TimeoutError")
+	require.EqualValues(t, 1, e.exec(v, "timeouts", "kept", nil).json(t)["result"].(map[string]any)["executionResult"])
+}
