@@ -350,3 +350,16 @@ func keys(m map[string]any) []string {
 }
 
 func newServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+
+// bodyWithoutTraceID is an error body without its random traceId (a UUID can
+// hold any short identifier, such as "abc").
+func bodyWithoutTraceID(t *testing.T, r result) string {
+	t.Helper()
+	m := r.json(t)
+	if e, ok := m["error"].(map[string]any); ok {
+		delete(e, "traceId")
+	}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return string(b)
+}
