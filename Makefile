@@ -3,7 +3,7 @@
 #   make test   installs the same and runs every module's tests (-race, go vet)
 GO ?= go
 # Modules of the repository (see go.work).
-MODULES := . ./cmd/azsessions-mcp ./examples/agent
+MODULES := . ./cmd/azsessions-mcp ./examples/agent ./adapters/openai
 # Debian packages the sandboxed emulator uses.
 DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pandas python3-matplotlib python3-tz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -30,7 +30,8 @@
 // inlined as base64: "result" becomes {"type":"image","format":"png",
 // "size_in_bytes":N} plus "saved_to" (a name relative to Options.LocalDir such
 // as "image-1.png", never overwriting a file) when LocalDir is set. The
-// program gets the bytes from Options.OnImage.
+// program gets the bytes from Options.OnImage; an adapter that attaches the
+// image to the answer gets them from WithImageFunc.
 //
 // list_files answers a JSON array of {"filename", "size_in_bytes",
 // "file_full_path"} objects ("is_directory": true marks directories), over

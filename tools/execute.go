@@ -61,18 +61,26 @@ func (ts *toolset) codeInterpreter(ctx context.Context, arguments string) (strin
 	}
 	var notes []string
 	if img, ok := exec.Image(); ok {
-		ia := imageAnswer{Type: "image", Format: img.Format, SizeInBytes: len(img.Data), Note: "the image is not shown to you"}
+		attach := imageFunc(ctx)
+		shown := "the image is not shown to you"
+		if attach != nil {
+			shown = "the image is attached to this answer"
+		}
+		ia := imageAnswer{Type: "image", Format: img.Format, SizeInBytes: len(img.Data), Note: shown}
 		if ts.opts.LocalDir != "" {
 			name, err := ts.saveImage(img)
 			if err != nil {
 				notes = append(notes, "the image could not be saved locally")
 			} else {
 				ia.SavedTo = name
-				ia.Note = "the image is not shown to you; it was saved for the user as " + name
+				ia.Note = shown + "; it was saved for the user as " + name
 			}
 		}
 		if ts.opts.OnImage != nil {
 			ts.opts.OnImage(img)
+		}
+		if attach != nil {
+			attach(img)
 		}
 		ans.Result = ia
 	} else {

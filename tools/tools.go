@@ -46,7 +46,8 @@ type Options struct {
 	DisableSanitize bool
 	// OnImage, when set, receives every image that code_interpreter returns
 	// (decoded bytes and format), after it was saved to LocalDir if that is
-	// set. It is called on the goroutine of Call, before Call returns.
+	// set. It is called on the goroutine of Call, before Call returns. To get
+	// the image of one call, see WithImageFunc.
 	OnImage func(azsessions.Image)
 	// Timeout bounds each execution on the service side (see
 	// azsessions.ExecuteOptions.Timeout); zero means the service's maximum,
@@ -90,7 +91,7 @@ const descCodeInterpreter = `Runs Python code in a sandboxed, stateful Python se
 	`Files uploaded for you and files you create live in /mnt/data. ` +
 	`Print what you need to see (stdout) or end the code with an expression whose value you want (result). ` +
 	`Answers JSON: status (Succeeded or Failed), stdout, stderr (the traceback when the code failed: fix the code and try again), result, executionTimeInMilliseconds, and sometimes a note. ` +
-	`An image result (for example a matplotlib figure) is not shown to you: you get its format and size. ` +
+	`An image result (for example a matplotlib figure) is never inlined as text: you get its format and size, and the image itself only where the answer says it is attached. ` +
 	`Output is capped at a few thousand characters: write large output to a file under /mnt/data instead.`
 
 const descListFiles = `Lists the files in the session's /mnt/data directory. Answers a JSON array of {filename, size_in_bytes, file_full_path}.`

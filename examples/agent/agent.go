@@ -11,6 +11,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	openaitools "github.com/azsessions/azsessions/adapters/openai"
 	"github.com/azsessions/azsessions/tools"
 )
 
@@ -93,44 +94,29 @@ func (b *toolbox) callAs(ctx context.Context, action, input, observation, name, 
 	return st.Observation
 }
 
-// openAITools adapts the tools to chat completions function calling.
-func openAITools(ts []tools.Tool) ([]openai.ChatCompletionToolUnionParam, error) {
-	var out []openai.ChatCompletionToolUnionParam
-	for _, t := range ts {
-		var schema map[string]any
-		if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
-		}
-		out = append(out, openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
-			Name:        t.Name,
-			Description: openai.String(t.Description),
-			Parameters:  schema,
-		}))
-	}
-	return out, nil
-}
-
 const systemPrompt = `You are a data assistant with a Python code interpreter. ` +
 	`Use the tools to compute answers instead of guessing: run code with code_interpreter, find uploaded files with list_files (they are in /mnt/data). ` +
 	`When code fails, read stderr, fix the code and run it again. Answer briefly in the user's language.`
 
-// modelAgent is driven by a chat completions model with function calling.
+// modelAgent is driven by a chat completions model with function calling;
+// the openai-go adapter (adapters/openai) makes the tool definitions and runs
+// the model's tool calls.
 type modelAgent struct {
 	client   openai.Client
 	model    string
 	box      *toolbox
-	params   []openai.ChatCompletionToolUnionParam
+	ts       *openaitools.Toolset
 	messages []openai.ChatCompletionMessageParamUnion
 	maxSteps int
 }
 
 func newModelAgent(client openai.Client, model string, box *toolbox) (*modelAgent, error) {
-	params, err := openAITools(box.list)
+	ts, err := openaitools.New(box.list)
 	if err != nil {
 		return nil, err
 	}
 	return &modelAgent{
-		client: client, model: model, box: box, params: params, maxSteps: 10,
+		client: client, model: model, box: box, ts: ts, maxSteps: 10,
 		messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(systemPrompt)},
 	}, nil
 }
@@ -143,7 +129,7 @@ func (a *modelAgent) Chat(ctx context.Context, question string) (string, error) 
 		completion, err := a.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Model:    openai.ChatModel(a.model),
 			Messages: a.messages,
-			Tools:    a.params,
+			Tools:    a.ts.ChatCompletionTools(),
 		})
 		if err != nil {
 			return "", fmt.Errorf("chat completion: %w", err)
@@ -159,8 +145,15 @@ func (a *modelAgent) Chat(ctx context.Context, question string) (string, error) 
 		}
 		a.box.p.thought(msg.Content)
 		for _, tc := range msg.ToolCalls {
-			obs := a.box.call(ctx, tc.Function.Name, tc.Function.Arguments)
-			a.messages = append(a.messages, openai.ToolMessage(obs, tc.ID))
+			fmt.Fprintf(a.box.p.w, "Action: %s\nAction Input: %s\n", tc.Function.Name, tc.Function.Arguments)
+			results, err := a.ts.ChatCompletionToolMessages(ctx, []openai.ChatCompletionMessageToolCallUnion{tc})
+			obs := ""
+			if len(results) == 1 && results[0].OfTool != nil {
+				obs = results[0].OfTool.Content.OfString.Value
+			}
+			fmt.Fprintf(a.box.p.w, "Observation: %s\n", obs)
+			a.box.p.steps = append(a.box.p.steps, step{Task: a.box.p.task, Action: tc.Function.Name, Input: tc.Function.Arguments, Observation: obs, Err: err})
+			a.messages = append(a.messages, results...)
 		}
 	}
 	return "", fmt.Errorf("no answer after %d steps", a.maxSteps)

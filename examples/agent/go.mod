@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0
 	github.com/azsessions/azsessions v0.0.0-00010101000000-000000000000
+	github.com/azsessions/azsessions/adapters/openai v0.0.0-00010101000000-000000000000
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -32,3 +33,5 @@ require (
 )
 
 replace github.com/azsessions/azsessions => ../..
+
+replace github.com/azsessions/azsessions/adapters/openai => ../../adapters/openai

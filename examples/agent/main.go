@@ -13,6 +13,10 @@
 //	  [AZURE_OPENAI_API_VERSION, default 2024-10-21]                          Azure OpenAI
 //	-replay                                                                   no model: replay the walkthrough's turns
 //
+// With -prompt "…" the agent answers that one question instead of the
+// walkthrough's three, with all four tools (code_interpreter, list_files,
+// upload_file and download_file inside -local-dir); it needs a model.
+//
 // The code runs in the session pool named by AZURE_POOL_MANAGEMENT_ENDPOINT
 // (DefaultAzureCredential) or, when that is unset or -emulator is given, in
 // the embedded emulator (real Python in a bubblewrap sandbox; -sandbox=none
@@ -20,6 +24,7 @@
 //
 //	go run . -replay
 //	OPENAI_API_KEY=sk-... go run .
+//	OPENAI_API_KEY=sk-... go run . -prompt "Plot a sine wave and tell me its maximum"
 package main
 
 import (
@@ -64,6 +69,7 @@ type config struct {
 	sandbox  string
 	python   string
 	localDir string
+	prompt   string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -75,8 +81,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs.StringVar(&cfg.sandbox, "sandbox", emulator.SandboxBwrap, "emulator isolation: bwrap or none (no isolation: trusted code only)")
 	fs.StringVar(&cfg.python, "python", "", "emulator Python interpreter (default /usr/bin/python3)")
 	fs.StringVar(&cfg.localDir, "local-dir", "", "local directory for the CSV and the downloaded result (default: a new temporary directory)")
+	fs.StringVar(&cfg.prompt, "prompt", "", "ask this question instead of the walkthrough's (needs a model; not with -replay)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (quote the question: -prompt \"...\")", fs.Args())
+	}
+	if cfg.replay && cfg.prompt != "" {
+		return errors.New("-prompt needs a model: it cannot be used with -replay")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -108,6 +121,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	fmt.Fprintf(stdout, "Local directory: %s\n", cfg.localDir)
+	if cfg.prompt != "" {
+		_, err := askOne(ctx, session, cfg.localDir, cfg.prompt, chat, stdout)
+		return err
+	}
 	if cfg.replay {
 		fmt.Fprintln(stdout, "*** REPLAY: the model's turns are replayed from the LlamaIndex walkthrough; every tool call runs for real. ***")
 	}
@@ -167,6 +184,19 @@ func walkthrough(ctx context.Context, session *azsessions.Session, localDir stri
 		return p.steps, err
 	}
 	return p.steps, nil
+}
+
+// askOne asks the agent made by newAgent one question, with all four tools
+// (files inside localDir), and returns the tool calls.
+func askOne(ctx context.Context, session *azsessions.Session, localDir, question string, newAgent func(*toolbox) (agent, error), out io.Writer) ([]step, error) {
+	p := &printer{w: out, task: 1}
+	a, err := newAgent(newToolbox(tools.New(session, &tools.Options{LocalDir: localDir}), p))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "\nUser: %s\n", question)
+	_, err = a.Chat(ctx, question)
+	return p.steps, err
 }
 
 // newModelClient picks Azure OpenAI or OpenAI from the environment.

@@ -305,3 +305,49 @@ func TestRunConfigErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "gpt-4o-mini", model)
 }
+
+// TestRunPrompt runs the command with -prompt against a fake chat
+// completions server and real Python in the sandboxed emulator.
+func TestRunPrompt(t *testing.T) {
+	require.NoError(t, sandboxExecutor(t).Close()) // skips (or fails in CI) without the sandbox
+	fake := &fakeChat{replies: []string{
+		`{"role":"assistant","content":null,"tool_calls":[` + toolCall("call_1", "code_interpreter", `{"python_code":"import math\nprint(math.factorial(12))"}`) + `]}`,
+		`{"role":"assistant","content":"12! is 479001600."}`,
+	}}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	env := map[string]string{"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": srv.URL}
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"-prompt", "What is 12 factorial?", "-python", "/usr/bin/python3", "-local-dir", t.TempDir()}, &stdout, &stderr, func(k string) string { return env[k] })
+	require.NoError(t, err, stderr.String())
+	out := stdout.String()
+	for _, want := range []string{"User: What is 12 factorial?", "Action: code_interpreter", `Observation: {"status":"Succeeded","stdout":"479001600\n"`, "Answer: 12! is 479001600."} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "Task 2", "only the prompt is asked")
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	require.Len(t, fake.requests, 2)
+	var names []string
+	for _, tl := range fake.requests[0]["tools"].([]any) {
+		names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
+	}
+	require.Equal(t, []string{"code_interpreter", "list_files", "upload_file", "download_file"}, names)
+}
+
+func TestRunPromptUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"with replay", []string{"-replay", "-prompt", "hi"}, "-prompt needs a model"},
+		{"unquoted", []string{"-prompt", "what", "is", "it"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(t.Context(), tt.args, io.Discard, io.Discard, func(string) string { return "" })
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
