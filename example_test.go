@@ -2,6 +2,7 @@ package azsessions_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/azsessionstest"
+	"github.com/azsessions/azsessions/emulator"
 )
 
 // A client for a real session pool, authenticated with azidentity. The caller
@@ -209,9 +211,19 @@ func ExampleSession_UploadFileFromPath() {
 	// Output: report.txt 5
 }
 
-// startFake starts the in-process fake with its tiny Python subset.
+// startFake starts the in-process fake. It runs no Python: the cells these
+// examples send get canned answers (those of CPython); other code fails
+// with a NotImplementedError. For real Python, give the fake
+// emulator.NewSandboxExecutor.
 func startFake() *azsessionstest.Server {
-	srv, err := azsessionstest.NewServer(nil)
+	srv, err := azsessionstest.NewServer(&azsessionstest.Options{Options: emulator.Options{
+		Executor: azsessionstest.Canned(map[string]emulator.ExecutionResult{
+			"x = 6\nx * 7":                  {Value: json.RawMessage(`42`)},
+			"6 * 7":                         {Value: json.RawMessage(`42`)},
+			`raise ValueError("bad input")`: {Status: emulator.Failed, Stderr: "Traceback (most recent call last):\n  Cell In[2], line 1\nValueError: bad input\n"},
+			"print(1 + 1)":                  {Stdout: "2\n", Value: json.RawMessage(`""`)},
+		}),
+	}})
 	if err != nil {
 		log.Fatal(err)
 	}

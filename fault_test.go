@@ -51,7 +51,7 @@ func relStart(t *testing.T, version string, opts *azsessionstest.Options) (*azse
 		o = *opts
 	}
 	o.APIVersion = version
-	srv := azsessionstest.Start(t, &o)
+	srv := azsessionstest.Start(t, withCells(&o))
 	co := &azsessions.ClientOptions{}
 	co.Retry.MaxRetryDelay = 5 * time.Second
 	c, err := srv.NewClient(co)

@@ -30,7 +30,7 @@ func FuzzIdentifierThroughFake(f *testing.F) {
 		}
 	}
 	const cooldown = time.Minute
-	srv := azsessionstest.Start(f, &azsessionstest.Options{Options: emulator.Options{Cooldown: cooldown}})
+	srv := azsessionstest.Start(f, withCells(&azsessionstest.Options{Options: emulator.Options{Cooldown: cooldown}}))
 	clients := make([]*azsessions.Client, len(relEveryVersion))
 	for i, version := range relEveryVersion {
 		o := &azsessions.ClientOptions{}

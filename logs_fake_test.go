@@ -42,7 +42,7 @@ func TestFakeSessionLogsHoldNoSecrets(t *testing.T) {
 	}
 
 	for _, version := range relEveryVersion {
-		srv := azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version, TLS: true})
+		srv := azsessionstest.Start(t, withCells(&azsessionstest.Options{APIVersion: version, TLS: true}))
 		c := srv.Client()
 		sess := c.Session(secret)
 		ctx := context.Background()

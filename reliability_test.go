@@ -200,7 +200,7 @@ func TestExecuteConcurrentFaultsExactlyOnce(t *testing.T) {
 // once as an ordinary service error (nothing ran, so the outcome is known).
 func TestExecute429HintOverMaxRetryDelay(t *testing.T) {
 	for _, version := range relOneOfEach {
-		srv := azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version})
+		srv := azsessionstest.Start(t, withCells(&azsessionstest.Options{APIVersion: version}))
 		srv.InjectFault(azsessionstest.RouteExecute, azsessionstest.Fault{Status: http.StatusTooManyRequests, Code: "TooManyRequests", RetryAfter: "30"}, 1)
 		start := time.Now()
 		sess := srv.Client().NewSession() // MaxRetryDelay 200 ms

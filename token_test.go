@@ -36,7 +36,7 @@ type authSpy struct {
 
 func startAuthSpy(t *testing.T, version string) *authSpy {
 	t.Helper()
-	s := &authSpy{srv: azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version, Options: emulator.Options{RequireToken: true}})}
+	s := &authSpy{srv: azsessionstest.Start(t, withCells(&azsessionstest.Options{APIVersion: version, Options: emulator.Options{RequireToken: true}}))}
 	s.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.seen = append(s.seen, r.Header.Get("Authorization"))
@@ -229,12 +229,12 @@ func TestAuthErrorsThroughFake(t *testing.T) {
 				var c *azsessions.Client
 				var srv *azsessionstest.Server
 				if tc.fault == nil {
-					srv = azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version, Options: emulator.Options{RequireToken: true}})
+					srv = azsessionstest.Start(t, withCells(&azsessionstest.Options{APIVersion: version, Options: emulator.Options{RequireToken: true}}))
 					var err error
 					c, err = azsessions.NewClientWithNoCredential(srv.Endpoint(), &azsessions.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: srv.HTTPClient()}})
 					require.NoError(t, err)
 				} else {
-					srv = azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version, TLS: true})
+					srv = azsessionstest.Start(t, withCells(&azsessionstest.Options{APIVersion: version, TLS: true}))
 					srv.InjectFault(azsessionstest.RouteAny, *tc.fault, 0)
 					c = srv.Client()
 				}

@@ -32,7 +32,7 @@ func TestClient(t *testing.T) {
 			t.Run(tt.name+" "+version, func(t *testing.T) {
 				opts := tt.opts
 				opts.APIVersion = version
-				srv := azsessionstest.Start(t, &opts)
+				srv := azsessionstest.Start(t, cellsOptions(opts))
 				c := srv.Client()
 				require.Equal(t, srv.Endpoint(), c.Endpoint())
 				require.Equal(t, version, c.APIVersion())
@@ -76,7 +76,7 @@ func TestClientExecutesOnce(t *testing.T) {
 	for _, f := range faults {
 		for _, version := range []string{wire.V20241002Preview, wire.V20250202Preview, wire.V20251002Preview} {
 			t.Run(f.name+" "+version, func(t *testing.T) {
-				srv := azsessionstest.Start(t, &azsessionstest.Options{APIVersion: version})
+				srv := azsessionstest.Start(t, cellsOptions(azsessionstest.Options{APIVersion: version}))
 				srv.InjectFault(azsessionstest.RouteExecute, f.fault, 1)
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
@@ -101,7 +101,7 @@ func TestClientExecutesOnce(t *testing.T) {
 }
 
 func TestClientSessionExpiry(t *testing.T) {
-	srv := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Cooldown: 5 * time.Minute}})
+	srv := azsessionstest.Start(t, cellsOptions(azsessionstest.Options{Options: emulator.Options{Cooldown: 5 * time.Minute}}))
 	ctx := context.Background()
 	sess := srv.Client().NewSession()
 	_, err := sess.Execute(ctx, "x = 1", nil)

@@ -2,6 +2,7 @@ package azsessionstest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -28,7 +29,9 @@ func Example() {
 	// Output: <nil> Succeeded ran: print('hi') 1
 }
 
-// The default executor runs a tiny Python subset, enough for simple tests.
+// The default executor runs no code: it prints the code back, so a test can
+// check what its subject sent. Canned answers by code; for real Python use
+// emulator.NewSandboxExecutor.
 func ExampleDefaultExecutor() {
 	srv, err := azsessionstest.NewServer(nil)
 	if err != nil {
@@ -36,8 +39,29 @@ func ExampleDefaultExecutor() {
 	}
 	defer srv.Close()
 	resp, err := srv.Client().NewSession().Execute(context.Background(), "x = 6\nx * 7", nil)
-	fmt.Println(err, resp.Status, string(resp.Result))
-	// Output: <nil> Succeeded 42
+	fmt.Printf("%v %s %q\n", err, resp.Status, resp.Stdout)
+	// Output: <nil> Succeeded "x = 6\nx * 7\n"
+}
+
+// Canned answers each cell by its code.
+func ExampleCanned() {
+	srv, err := azsessionstest.NewServer(&azsessionstest.Options{Options: emulator.Options{
+		Executor: azsessionstest.Canned(map[string]emulator.ExecutionResult{
+			"6 * 7": {Value: json.RawMessage("42")},
+		}),
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	session := srv.Client().NewSession()
+	resp, _ := session.Execute(context.Background(), "6 * 7", nil)
+	fmt.Println(resp.Status, resp.ResultText())
+	resp, _ = session.Execute(context.Background(), "6 * 8", nil)
+	fmt.Println(resp.Status, resp.Err())
+	// Output:
+	// Succeeded 42
+	// Failed azsessions: execution failed: NotImplementedError: azsessionstest.Canned has no answer for this code
 }
 
 // The code under test builds its own client from an endpoint and a

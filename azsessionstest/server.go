@@ -3,12 +3,17 @@
 // net/http/httptest: Start (or NewServer) serves the emulator's handler on a
 // loopback port and Server.Client hands back a ready *azsessions.Client.
 //
-// The fake speaks every api-version (see package emulator for the routes),
-// runs code with DefaultExecutor (a tiny Python subset) unless
-// Options.Executor says otherwise, has a movable clock (Advance) to expire
+// The fake speaks every api-version (see package emulator for the routes)
+// and carries no Python interpreter: unless Options.Executor says
+// otherwise, DefaultExecutor (EchoExecutor) answers every execution with
+// its code on stdout. Canned answers by code, emulator.ScriptedExecutor by
+// a function of the code, and emulator.NewSandboxExecutor runs real,
+// sandboxed Python. The fake has a movable clock (Advance) to expire
 // sessions, counts requests and executions, and injects faults (status codes
 // with Retry-After, delays, connection resets before, after or in the middle
-// of the handler) to test retry logic.
+// of the handler) to test retry logic. Server.Client returns a ready client;
+// Server.ClientOptions lets the caller's own constructor and credential
+// (for example azcore/fake.TokenCredential) reach the fake.
 package azsessionstest
 
 import (
@@ -37,7 +42,8 @@ import (
 )
 
 // Options configures a Server. The zero value (or nil) is a plain-HTTP
-// server with DefaultExecutor and the emulator's defaults.
+// server with DefaultExecutor (EchoExecutor: no code runs) and the
+// emulator's defaults.
 type Options struct {
 	// Options are passed to emulator.NewHandler. Executor defaults to
 	// DefaultExecutor(); Now is the base clock (default time.Now) that
@@ -150,8 +156,8 @@ func (s *Server) HTTPClient() *http.Client { return s.srv.Client() }
 // most 200 ms). A Retry-After or retry-after-ms hint is honoured only up to
 // that 200 ms cap: azcore gives up on a longer one and returns the 429 or
 // 503 at once, so test longer hints with NewClient and a larger
-// Retry.MaxRetryDelay. Over TLS, or when RequireToken is set,
-// it authenticates with a static fake token; otherwise it sends none. It
+// Retry.MaxRetryDelay. Over TLS, or when RequireToken is set, it
+// authenticates with azcore/fake.TokenCredential; otherwise it sends none. It
 // panics when the client cannot be created, which the options rule out.
 func (s *Server) Client() *azsessions.Client {
 	c, err := s.NewClient(nil)

@@ -9,17 +9,20 @@ import (
 
 	openaitools "github.com/azsessions/azsessions/adapters/openai"
 	"github.com/azsessions/azsessions/azsessionstest"
+	"github.com/azsessions/azsessions/emulator"
 	"github.com/azsessions/azsessions/tools"
 )
 
 // A Chat Completions tool-call loop. The model here is a local fake speaking
-// OpenAI's wire format and the session runs on the azsessionstest fake (a
-// tiny Python subset); with real services use openai.NewClient() (it reads
+// OpenAI's wire format and the session runs on the azsessionstest fake (no
+// Python: a canned answer for the model's cell); with real services use openai.NewClient() (it reads
 // OPENAI_API_KEY) and azsessions.NewClient(endpoint, credential, nil).
 func Example() {
 	model := newFakeModel(tools.NameCodeInterpreter, `{"python_code":"x = 6\nprint(x * 7)"}`)
 	defer model.Close()
-	pool, err := azsessionstest.NewServer(nil)
+	pool, err := azsessionstest.NewServer(&azsessionstest.Options{Options: emulator.Options{
+		Executor: azsessionstest.Canned(map[string]emulator.ExecutionResult{"x = 6\nprint(x * 7)": {Stdout: "42\n"}}),
+	}})
 	if err != nil {
 		panic(err)
 	}
