@@ -336,6 +336,9 @@ type Metadata struct {
 	PreInstalledPackages []NameVersion
 	// KernelName, KernelVersion and KernelDescription describe the Jupyter kernel.
 	KernelName, KernelVersion, KernelDescription string
+	// KernelProjectURL is the kernel's project page (jupyterKernel.projectUrl),
+	// such as "https://github.com/n-riesco/ijavascript".
+	KernelProjectURL string
 	// CreatedAt and LastUpdatedAt of the pool image (zero when not given).
 	CreatedAt, LastUpdatedAt time.Time
 }
@@ -376,7 +379,7 @@ func (c *Client) GetMetadata(ctx context.Context, options *GetMetadataOptions) (
 		m.PreInstalledPackages = append(m.PreInstalledPackages, NameVersion(p))
 	}
 	if k := w.JupyterKernel; k != nil {
-		m.KernelName, m.KernelVersion, m.KernelDescription = k.Name, k.Version, k.Description
+		m.KernelName, m.KernelVersion, m.KernelDescription, m.KernelProjectURL = k.Name, k.Version, k.Description, k.ProjectURL
 	}
 	if w.CreatedAt != nil {
 		m.CreatedAt = *w.CreatedAt
