@@ -634,6 +634,7 @@ func testOpGetMetadata(t *testing.T, version string, cred bool) {
 		KernelName:           "IJavascript",
 		KernelVersion:        "5.2.1",
 		KernelDescription:    "Provides sync and async kernel for javascript code executions",
+		KernelProjectURL:     "https://github.com/n-riesco/ijavascript",
 		CreatedAt:            mustTime(t, "2025-01-05T22:18:41.495Z"),
 		LastUpdatedAt:        mustTime(t, "2025-01-05T22:18:41.495Z"),
 	}, resp.Metadata)
