@@ -492,6 +492,32 @@ func (retryUnauthorizedPolicy) Do(req *policy.Request) (*http.Response, error) {
 	return req.Next()
 }
 
+// Where each REST operation lives. Every method is the same five steps
+// (startOp: API name and span; xCreateRequest: checks, route, query, body;
+// the pipeline and the status check (do); xHandleResponse: decoding), and
+// the branch between the legacy and the executions contract is only in
+// those helpers:
+//
+//	POST executions, POST code/execute   execute.go   executeCreateRequest, executeHandleResponse
+//	GET executions/{id}                   execute.go   getExecutionCreateRequest, getExecutionHandleResponse
+//	POST files, POST files/upload         files.go     uploadFileCreateRequest, uploadFileHandleResponse
+//	GET files                             files.go     listFilesCreateRequest, listFilesHandleResponse
+//	GET files/{name}                      files.go     getFileCreateRequest, getFileHandleResponse
+//	GET files/{name}/content (legacy
+//	    files/content/{name})             files.go     downloadFileCreateRequest
+//	DELETE files/{name}                   files.go     deleteFileCreateRequest
+//	GET session, DELETE session           session.go   getCreateRequest, getHandleResponse, deleteCreateRequest
+//	POST .management/stopSession          session.go   stopCreateRequest, stopHandleResponse
+//	GET listSessions                      session.go   listSessionsCreateRequest, listSessionsHandleResponse
+//	GET metadata                          session.go   getMetadataCreateRequest, getMetadataHandleResponse
+//
+// An execution passes through Session.Execute (or BeginExecute),
+// checkExecute, beginExecution, executeCreateRequest, the pipeline
+// (retry with sendTracker.shouldRetry, redactErrorsPolicy,
+// retryUnauthorizedPolicy, the bearer policy, sendTrackerPolicy,
+// guardTransport), executeHandleResponse (lookupExecution after a lost
+// answer) and, while it runs, executionPoller.Poll.
+
 // startOp sets the API name (for fakes) and opens a tracing span.
 func (c *Client) startOp(ctx context.Context, name string) (context.Context, func(error)) {
 	ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, name)

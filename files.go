@@ -187,23 +187,41 @@ type UploadFileResponse struct {
 func (s *Session) UploadFile(ctx context.Context, name string, content io.ReadSeeker, options *UploadFileOptions) (UploadFileResponse, error) {
 	const op = "Session.UploadFile"
 	var err error
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.uploadFileCreateRequest(ctx, name, content, options)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK, http.StatusCreated, http.StatusAccepted)
+	if err != nil {
+		return UploadFileResponse{}, err
+	}
+	out, err := s.uploadFileHandleResponse(resp, name)
+	return out, err
+}
+
+// uploadFileCreateRequest checks the arguments and builds POST
+// {endpoint}/files[?path=dir] (legacy: POST {endpoint}/files/upload) with
+// the streaming multipart body.
+func (s *Session) uploadFileCreateRequest(ctx context.Context, name string, content io.ReadSeeker, options *UploadFileOptions) (*policy.Request, error) {
 	if options == nil {
 		options = &UploadFileOptions{}
 	}
-	if err = s.validate(); err != nil {
-		return UploadFileResponse{}, err
+	if err := s.validate(); err != nil {
+		return nil, err
 	}
 	if content == nil {
-		return UploadFileResponse{}, errors.New("azsessions: content is nil")
+		return nil, errors.New("azsessions: content is nil")
 	}
 	dir, base, err := splitFileName(name)
 	if err != nil {
-		return UploadFileResponse{}, err
+		return nil, err
 	}
 	route, q := "files", url.Values{}
 	if s.client.features.Legacy {
 		if dir != "" {
-			return UploadFileResponse{}, fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+			return nil, fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
 		}
 		route = "files/upload"
 	} else if dir != "" {
@@ -211,28 +229,28 @@ func (s *Session) UploadFile(ctx context.Context, name string, content io.ReadSe
 	}
 	body, err := newMultipartBody(content, base, options.ContentType)
 	if err != nil {
-		return UploadFileResponse{}, err
+		return nil, err
 	}
 	if body.contentSize > MaxUploadSize {
-		return UploadFileResponse{}, fmt.Errorf("%w: %d bytes is over the service's limit of %d bytes", ErrFileTooLarge, body.contentSize, MaxUploadSize)
+		return nil, fmt.Errorf("%w: %d bytes is over the service's limit of %d bytes", ErrFileTooLarge, body.contentSize, MaxUploadSize)
 	}
-	ctx, end := s.client.startOp(ctx, op)
-	defer func() { end(err) }()
 	req, err := s.client.newRequest(ctx, http.MethodPost, route, s.identifier, q)
 	if err != nil {
-		return UploadFileResponse{}, err
+		return nil, err
 	}
-	if err = req.SetBody(body, body.contentType()); err != nil {
-		return UploadFileResponse{}, err
+	if err := req.SetBody(body, body.contentType()); err != nil {
+		return nil, err
 	}
 	req.SetOperationValue(body)
-	resp, err := s.client.do(req, http.StatusOK, http.StatusCreated, http.StatusAccepted)
-	if err != nil {
-		return UploadFileResponse{}, err
-	}
+	return req, nil
+}
+
+// uploadFileHandleResponse decodes the uploaded file's description (legacy:
+// the first entry of a file list).
+func (s *Session) uploadFileHandleResponse(resp *http.Response, name string) (UploadFileResponse, error) {
 	if s.client.features.Legacy {
 		var w wire.LegacyFileList
-		if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 			return UploadFileResponse{}, err
 		}
 		if len(w.Value) == 0 {
@@ -241,9 +259,10 @@ func (s *Session) UploadFile(ctx context.Context, name string, content io.ReadSe
 		return UploadFileResponse{File: fileFromLegacy(w.Value[0].Properties)}, nil
 	}
 	var w wire.File
-	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return UploadFileResponse{}, err
 	}
+	dir, base, _ := splitFileName(name)
 	f := fileFromWire(w, dir)
 	if f.Name == "" {
 		f.Name = base
@@ -462,19 +481,9 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 	return runtime.NewPager(runtime.PagingHandler[ListFilesResponse]{
 		More: func(page ListFilesResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListFilesResponse) (ListFilesResponse, error) {
-			if err := s.validate(); err != nil {
-				return ListFilesResponse{}, err
-			}
-			dir, err := relativeDir(options.Path)
+			dir, err := s.listFilesCheck(options)
 			if err != nil {
 				return ListFilesResponse{}, err
-			}
-			legacy := s.client.features.Legacy
-			if legacy && dir != "" {
-				return ListFilesResponse{}, fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
-			}
-			if options.Recursive && !s.client.features.Recursive {
-				return ListFilesResponse{}, fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
 			}
 			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
 			var nextLink string
@@ -482,44 +491,76 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 				nextLink = page.NextLink
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, s.client.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				q := url.Values{}
-				if dir != "" {
-					q.Set("path", dir)
-				}
-				if options.Recursive {
-					q.Set("recursive", "true")
-				}
-				return s.client.newRequest(ctx, http.MethodGet, "files", s.identifier, q)
+				return s.listFilesCreateRequest(ctx, dir, options)
 			}, s.client.nextPageOptions(s.identifier))
 			if err != nil {
 				return ListFilesResponse{}, wrapAuthError(err)
 			}
-			if legacy {
-				var w wire.LegacyFileList
-				if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
-					return ListFilesResponse{}, err
-				}
-				out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
-				for _, e := range w.Value {
-					out.Files = append(out.Files, fileFromLegacy(e.Properties))
-				}
-				return out, nil
-			}
-			var w wire.FileList
-			if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
-				return ListFilesResponse{}, err
-			}
-			out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
-			for _, f := range w.Value {
-				out.Files = append(out.Files, fileFromWire(f, dir))
-			}
-			if w.NextLink != nil {
-				out.NextLink = *w.NextLink
-			}
-			return out, nil
+			return s.listFilesHandleResponse(resp, dir)
 		},
 		Tracer: s.client.internal.Tracer(),
 	})
+}
+
+// listFilesCheck checks the identifier and the options before any I/O and
+// returns the directory to list, relative to /mnt/data.
+func (s *Session) listFilesCheck(options *ListFilesOptions) (string, error) {
+	if err := s.validate(); err != nil {
+		return "", err
+	}
+	dir, err := relativeDir(options.Path)
+	if err != nil {
+		return "", err
+	}
+	if s.client.features.Legacy && dir != "" {
+		return "", fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+	}
+	if options.Recursive && !s.client.features.Recursive {
+		return "", fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+	}
+	return dir, nil
+}
+
+// listFilesCreateRequest builds the first page's GET
+// {endpoint}/files[?path=dir][&recursive=true] (the legacy route is the same
+// without the parameters).
+func (s *Session) listFilesCreateRequest(ctx context.Context, dir string, options *ListFilesOptions) (*policy.Request, error) {
+	q := url.Values{}
+	if dir != "" {
+		q.Set("path", dir)
+	}
+	if options.Recursive {
+		q.Set("recursive", "true")
+	}
+	return s.client.newRequest(ctx, http.MethodGet, "files", s.identifier, q)
+}
+
+// listFilesHandleResponse decodes one page: {"value":[File...],"nextLink"}
+// or, legacy, {"value":[{"properties":...}]} (one page).
+func (s *Session) listFilesHandleResponse(resp *http.Response, dir string) (ListFilesResponse, error) {
+	if s.client.features.Legacy {
+		var w wire.LegacyFileList
+		if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+			return ListFilesResponse{}, err
+		}
+		out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
+		for _, e := range w.Value {
+			out.Files = append(out.Files, fileFromLegacy(e.Properties))
+		}
+		return out, nil
+	}
+	var w wire.FileList
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return ListFilesResponse{}, err
+	}
+	out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
+	for _, f := range w.Value {
+		out.Files = append(out.Files, fileFromWire(f, dir))
+	}
+	if w.NextLink != nil {
+		out.NextLink = *w.NextLink
+	}
+	return out, nil
 }
 
 // GetFileOptions contains the optional parameters of Session.GetFile.
@@ -539,16 +580,9 @@ type GetFileResponse struct {
 func (s *Session) GetFile(ctx context.Context, name string, options *GetFileOptions) (GetFileResponse, error) {
 	const op = "Session.GetFile"
 	var err error
-	if err = s.validate(); err != nil {
-		return GetFileResponse{}, err
-	}
-	route, q, err := s.fileRoute(name, "")
-	if err != nil {
-		return GetFileResponse{}, err
-	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(ctx, http.MethodGet, route, s.identifier, q)
+	req, err := s.getFileCreateRequest(ctx, name)
 	if err != nil {
 		return GetFileResponse{}, err
 	}
@@ -556,9 +590,28 @@ func (s *Session) GetFile(ctx context.Context, name string, options *GetFileOpti
 	if err != nil {
 		return GetFileResponse{}, err
 	}
+	out, err := s.getFileHandleResponse(resp, name)
+	return out, err
+}
+
+// getFileCreateRequest builds GET {endpoint}/files/{name}[?path=dir].
+func (s *Session) getFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	route, q, err := s.fileRoute(name, "")
+	if err != nil {
+		return nil, err
+	}
+	return s.client.newRequest(ctx, http.MethodGet, route, s.identifier, q)
+}
+
+// getFileHandleResponse decodes the file's description (legacy: the first
+// entry of a file list).
+func (s *Session) getFileHandleResponse(resp *http.Response, name string) (GetFileResponse, error) {
 	if s.client.features.Legacy {
 		var w wire.LegacyFileList
-		if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 			return GetFileResponse{}, err
 		}
 		if len(w.Value) == 0 {
@@ -567,7 +620,7 @@ func (s *Session) GetFile(ctx context.Context, name string, options *GetFileOpti
 		return GetFileResponse{File: fileFromLegacy(w.Value[0].Properties)}, nil
 	}
 	var w wire.File
-	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return GetFileResponse{}, err
 	}
 	dir, _, _ := splitFileName(name)
@@ -605,26 +658,37 @@ type DownloadFileResponse struct {
 func (s *Session) DownloadFile(ctx context.Context, name string, options *DownloadFileOptions) (DownloadFileResponse, error) {
 	const op = "Session.DownloadFile"
 	var err error
-	if err = s.validate(); err != nil {
-		return DownloadFileResponse{}, err
-	}
-	route, q, err := s.fileRoute(name, "content")
-	if err != nil {
-		return DownloadFileResponse{}, err
-	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(context.WithValue(ctx, streamKey{}, true), http.MethodGet, route, s.identifier, q)
+	req, err := s.downloadFileCreateRequest(ctx, name)
 	if err != nil {
 		return DownloadFileResponse{}, err
 	}
-	req.Raw().Header.Set("Accept", "*/*")
-	runtime.SkipBodyDownload(req)
 	resp, err := s.client.do(req, http.StatusOK)
 	if err != nil {
 		return DownloadFileResponse{}, err
 	}
 	return DownloadFileResponse{Body: resp.Body, ContentLength: resp.ContentLength, ContentType: resp.Header.Get("Content-Type")}, nil
+}
+
+// downloadFileCreateRequest builds GET {endpoint}/files/{name}/content
+// [?path=dir] (legacy: GET {endpoint}/files/content/{name}), whose 2xx body
+// is streamed to the caller, not read by the pipeline nor capped.
+func (s *Session) downloadFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	route, q, err := s.fileRoute(name, "content")
+	if err != nil {
+		return nil, err
+	}
+	req, err := s.client.newRequest(context.WithValue(ctx, streamKey{}, true), http.MethodGet, route, s.identifier, q)
+	if err != nil {
+		return nil, err
+	}
+	req.Raw().Header.Set("Accept", "*/*")
+	runtime.SkipBodyDownload(req)
+	return req, nil
 }
 
 // DownloadFileToPathOptions contains the optional parameters of Session.DownloadFileToPath.
@@ -749,16 +813,9 @@ type DeleteFileResponse struct {
 func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFileOptions) (DeleteFileResponse, error) {
 	const op = "Session.DeleteFile"
 	var err error
-	if err = s.validate(); err != nil {
-		return DeleteFileResponse{}, err
-	}
-	route, q, err := s.fileRoute(name, "")
-	if err != nil {
-		return DeleteFileResponse{}, err
-	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(ctx, http.MethodDelete, route, s.identifier, q)
+	req, err := s.deleteFileCreateRequest(ctx, name)
 	if err != nil {
 		return DeleteFileResponse{}, err
 	}
@@ -768,6 +825,18 @@ func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFi
 	}
 	runtime.Drain(resp)
 	return DeleteFileResponse{}, nil
+}
+
+// deleteFileCreateRequest builds DELETE {endpoint}/files/{name}[?path=dir].
+func (s *Session) deleteFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	route, q, err := s.fileRoute(name, "")
+	if err != nil {
+		return nil, err
+	}
+	return s.client.newRequest(ctx, http.MethodDelete, route, s.identifier, q)
 }
 
 // UploadFileFromPathOptions contains the optional parameters of

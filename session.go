@@ -130,15 +130,9 @@ type GetSessionResponse struct {
 func (s *Session) Get(ctx context.Context, options *GetSessionOptions) (GetSessionResponse, error) {
 	const op = "Session.Get"
 	var err error
-	if err = s.client.requireSessionManagement(op); err != nil {
-		return GetSessionResponse{}, err
-	}
-	if err = s.validate(); err != nil {
-		return GetSessionResponse{}, err
-	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(ctx, http.MethodGet, "session", s.identifier, nil)
+	req, err := s.getCreateRequest(ctx, op)
 	if err != nil {
 		return GetSessionResponse{}, err
 	}
@@ -146,8 +140,25 @@ func (s *Session) Get(ctx context.Context, options *GetSessionOptions) (GetSessi
 	if err != nil {
 		return GetSessionResponse{}, err
 	}
+	out, err := s.getHandleResponse(resp)
+	return out, err
+}
+
+// getCreateRequest builds GET {endpoint}/session.
+func (s *Session) getCreateRequest(ctx context.Context, op string) (*policy.Request, error) {
+	if err := s.client.requireSessionManagement(op); err != nil {
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s.client.newRequest(ctx, http.MethodGet, "session", s.identifier, nil)
+}
+
+// getHandleResponse decodes the Session resource of a 200 answer.
+func (s *Session) getHandleResponse(resp *http.Response) (GetSessionResponse, error) {
 	var w wire.Session
-	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return GetSessionResponse{}, err
 	}
 	return GetSessionResponse{SessionProperties: sessionFromWire(w)}, nil
@@ -170,15 +181,9 @@ type DeleteSessionResponse struct {
 func (s *Session) Delete(ctx context.Context, options *DeleteSessionOptions) (DeleteSessionResponse, error) {
 	const op = "Session.Delete"
 	var err error
-	if err = s.client.requireSessionManagement(op); err != nil {
-		return DeleteSessionResponse{}, err
-	}
-	if err = s.validate(); err != nil {
-		return DeleteSessionResponse{}, err
-	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(ctx, http.MethodDelete, "session", s.identifier, nil)
+	req, err := s.deleteCreateRequest(ctx, op)
 	if err != nil {
 		return DeleteSessionResponse{}, err
 	}
@@ -188,6 +193,17 @@ func (s *Session) Delete(ctx context.Context, options *DeleteSessionOptions) (De
 	}
 	runtime.Drain(resp)
 	return DeleteSessionResponse{}, nil
+}
+
+// deleteCreateRequest builds DELETE {endpoint}/session.
+func (s *Session) deleteCreateRequest(ctx context.Context, op string) (*policy.Request, error) {
+	if err := s.client.requireSessionManagement(op); err != nil {
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s.client.newRequest(ctx, http.MethodDelete, "session", s.identifier, nil)
 }
 
 // StopSessionOptions contains the optional parameters of Session.Stop.
@@ -208,23 +224,38 @@ type StopSessionResponse struct {
 func (s *Session) Stop(ctx context.Context, options *StopSessionOptions) (StopSessionResponse, error) {
 	const op = "Session.Stop"
 	var err error
-	if !s.client.features.StopSession {
-		return StopSessionResponse{}, fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
-	}
-	if err = s.validate(); err != nil {
-		return StopSessionResponse{}, err
-	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.client.newRequest(ctx, http.MethodPost, ".management/stopSession", s.identifier, nil)
+	req, err := s.stopCreateRequest(ctx, op)
 	if err != nil {
 		return StopSessionResponse{}, err
 	}
-	req.Raw().Header.Set("Accept", "text/plain, application/json")
 	resp, err := s.client.do(req, http.StatusOK, http.StatusNoContent)
 	if err != nil {
 		return StopSessionResponse{}, err
 	}
+	out, err := s.stopHandleResponse(resp)
+	return out, err
+}
+
+// stopCreateRequest builds POST {endpoint}/.management/stopSession.
+func (s *Session) stopCreateRequest(ctx context.Context, op string) (*policy.Request, error) {
+	if !s.client.features.StopSession {
+		return nil, fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	req, err := s.client.newRequest(ctx, http.MethodPost, ".management/stopSession", s.identifier, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Raw().Header.Set("Accept", "text/plain, application/json")
+	return req, nil
+}
+
+// stopHandleResponse reads the text/plain answer.
+func (s *Session) stopHandleResponse(resp *http.Response) (StopSessionResponse, error) {
 	body, err := runtime.Payload(resp)
 	if err != nil {
 		return StopSessionResponse{}, err
@@ -267,30 +298,41 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 				nextLink = page.NextLink
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, c.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				q := url.Values{}
-				if options.Skip > 0 {
-					q.Set("skip", strconv.Itoa(int(options.Skip)))
-				}
-				return c.newRequest(ctx, http.MethodGet, "listSessions", "", q)
+				return c.listSessionsCreateRequest(ctx, options)
 			}, c.nextPageOptions(""))
 			if err != nil {
 				return ListSessionsResponse{}, wrapAuthError(err)
 			}
-			var w wire.SessionList
-			if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
-				return ListSessionsResponse{}, err
-			}
-			out := ListSessionsResponse{Sessions: make([]SessionProperties, 0, len(w.Items()))}
-			for _, s := range w.Items() {
-				out.Sessions = append(out.Sessions, sessionFromWire(s))
-			}
-			if w.NextLink != nil {
-				out.NextLink = *w.NextLink
-			}
-			return out, nil
+			return c.listSessionsHandleResponse(resp)
 		},
 		Tracer: c.internal.Tracer(),
 	})
+}
+
+// listSessionsCreateRequest builds the first page's GET {endpoint}/listSessions[?skip=N].
+func (c *Client) listSessionsCreateRequest(ctx context.Context, options *ListSessionsOptions) (*policy.Request, error) {
+	q := url.Values{}
+	if options.Skip > 0 {
+		q.Set("skip", strconv.Itoa(int(options.Skip)))
+	}
+	return c.newRequest(ctx, http.MethodGet, "listSessions", "", q)
+}
+
+// listSessionsHandleResponse decodes one page ("sessions", or "value" on
+// custom-container pools).
+func (c *Client) listSessionsHandleResponse(resp *http.Response) (ListSessionsResponse, error) {
+	var w wire.SessionList
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
+		return ListSessionsResponse{}, err
+	}
+	out := ListSessionsResponse{Sessions: make([]SessionProperties, 0, len(w.Items()))}
+	for _, s := range w.Items() {
+		out.Sessions = append(out.Sessions, sessionFromWire(s))
+	}
+	if w.NextLink != nil {
+		out.NextLink = *w.NextLink
+	}
+	return out, nil
 }
 
 // Sessions returns an iterator over the pool's live sessions, for
@@ -354,12 +396,9 @@ type GetMetadataResponse struct {
 func (c *Client) GetMetadata(ctx context.Context, options *GetMetadataOptions) (GetMetadataResponse, error) {
 	const op = "Client.GetMetadata"
 	var err error
-	if err = c.requireSessionManagement(op); err != nil {
-		return GetMetadataResponse{}, err
-	}
 	ctx, end := c.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := c.newRequest(ctx, http.MethodGet, "metadata", "", nil)
+	req, err := c.getMetadataCreateRequest(ctx, op)
 	if err != nil {
 		return GetMetadataResponse{}, err
 	}
@@ -367,8 +406,22 @@ func (c *Client) GetMetadata(ctx context.Context, options *GetMetadataOptions) (
 	if err != nil {
 		return GetMetadataResponse{}, err
 	}
+	out, err := c.getMetadataHandleResponse(resp)
+	return out, err
+}
+
+// getMetadataCreateRequest builds GET {endpoint}/metadata.
+func (c *Client) getMetadataCreateRequest(ctx context.Context, op string) (*policy.Request, error) {
+	if err := c.requireSessionManagement(op); err != nil {
+		return nil, err
+	}
+	return c.newRequest(ctx, http.MethodGet, "metadata", "", nil)
+}
+
+// getMetadataHandleResponse decodes the pool's metadata.
+func (c *Client) getMetadataHandleResponse(resp *http.Response) (GetMetadataResponse, error) {
 	var w wire.Metadata
-	if err = runtime.UnmarshalAsJSON(resp, &w); err != nil {
+	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return GetMetadataResponse{}, err
 	}
 	m := Metadata{}
