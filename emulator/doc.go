@@ -87,4 +87,102 @@
 // Errors are {"error":{"code","message","traceId"}} with the code repeated
 // in the x-ms-error-code header. Neither error messages nor logs ever contain
 // a session identifier, a bearer token or a query string.
+//
+// # Error codes
+//
+// The codes the service is known to send (the spec's examples and live
+// reports, api.md §12) are used where they fit:
+//
+//	code                            status  when
+//	SessionRequestValidationFailed  400     a bad identifier, body, field or parameter
+//	SessionPropertiesMissing        400     the legacy body without its properties wrapper,
+//	                                        or the wrapper on 2025-10-02-preview
+//	SessionWithIdentifierNotFound   400     an operation on an existing session (get, delete,
+//	                                        stop) names one that does not exist
+//
+// Every other code is emulator-specific: no public source shows the code the
+// service sends in that case (for some, such as the full pool's 404 or the
+// upload limit's 413, the status is documented and only the code is a guess).
+// No logic of the azsessions client depends on them: it decides on the HTTP
+// status, and where it reads a code it accepts the service's documented ones
+// or a family of names (Execution.TimedOut also looks at the execution time;
+// a 404 of GET executions/{id} counts as "no such execution" only for a
+// not-found code naming an execution or operation, or the in-container
+// proxy's text, and is otherwise treated as ambiguous, never as proof).
+//
+//	emulator-specific code  status  when
+//	NoSessionsAvailable     404     a new session when the pool is full (MaxSessions, or
+//	                                the executor's pool-wide memory and disk budgets)
+//	RouteNotFound           404     no such path or method, or a route the api-version lacks
+//	ExecutionNotFound       404     GET executions/{id} of an unknown or forgotten id
+//	FileNotFound            404     no such file or directory
+//	InvalidApiVersion       400     a missing or unknown api-version
+//	FileListTooLarge        400     a listing over its bounds (directory depth, bytes of paths)
+//	Unauthorized            401     RequireToken is set and no bearer token came (with
+//	                                Options.Token: not that token)
+//	OperationIdConflict     409     an operation-id reused with other code
+//	PayloadTooLarge         413     an upload over Options.MaxUploadBytes (128 MiB)
+//	DataDirFull             413     an upload that would pass the data directory's disk limit
+//	TooManyRequests         429     the session's execution queue, or the pool's execution
+//	                                body memory, is full (with Retry-After: 1)
+//	InternalServerError     500     the executor failed to start or run a kernel; also the
+//	                                error.code of an execution whose kernel failed
+//	ServiceUnavailable      503     the handler is closed
+//	Timeout                 -       error.code of an execution that passed its timeout
+//	                                (the in-container proxy's documentation names an
+//	                                execution error "Timeout")
+//
+// # What no public source confirms: the emulator's guesses
+//
+// The emulator follows the spec (the swaggers and their examples, replayed
+// by the conformance test), Learn's session docs, live reports and what
+// Microsoft's and third-party clients send and read (testdata/peers, replayed
+// by TestPeerClientCaptures). Where none of them says what the service does,
+// the behaviour below is the emulator's guess; clients should not depend on
+// it.
+//
+//	behaviour                          what the emulator does (the emulator's guess)
+//	a value that is not a number,      its text/plain form from IPython's display formatter
+//	  bool or string                   (IPython.lib.pretty: a long list breaks over lines), as
+//	                                   the service's Jupyter kernel would render it; AutoGen
+//	                                   parses that form, which supports the guess
+//	float('inf'), float('-inf')        null, as the spec example answers for float('nan');
+//	                                   "inf" / "-inf" with returnJupyterFormatExecutionResult
+//	returnJupyterFormatExecutionResult every value but None (null) as its text/plain string (the
+//	  for other than primitives        swagger names primitives only); "" for no value
+//	several display outputs in a cell  display() prints each object's text/plain to stdout (as a
+//	                                   terminal IPython does); of several figures the last is
+//	                                   the cell's image; a DataFrame's value is its text/plain
+//	                                   form (no text/html); executionResult stays one value
+//	an image on the executions         {"type":"image","format":"png","base64_data":...}, the
+//	  contract                         legacy contract's shape (seen by clients), in both modes
+//	a Python exception                 status Failed (legacy Failure, result null), the
+//	                                   traceback in stderr, no error object
+//	a timeout                          status Failed with error {"code":"Timeout"}; stderr holds
+//	                                   the cell's traceback (as an interrupt in Jupyter, without
+//	                                   any emulator frame) and a line "TimeoutError: the
+//	                                   execution timed out after N seconds"; variables are kept.
+//	                                   Code that ignores the interrupt is killed after a grace
+//	                                   period and the kernel restarted (variables lost, files
+//	                                   kept), which stderr says
+//	output over the cap                cut at a UTF-8 character boundary within the byte cap
+//	                                   (the 4096-byte cap itself was measured live)
+//	an asynchronous execution          answers Running at once (as the spec's _Async_Running
+//	                                   examples), never NotStarted; GET executions/{id} polls it
+//	execution records                  the last 1,000 of a session, at most MaxRecordedBytes;
+//	                                   older ids are ExecutionNotFound
+//	the same operation-id again        with the same code: the recorded execution, not run
+//	                                   again; with other code: 409 OperationIdConflict
+//	a full queue or body memory        429 TooManyRequests with Retry-After: 1 (no 429 of the
+//	                                   service is documented)
+//	a file listing's nextLink          a continuationToken parameter of the emulator's own;
+//	                                   at most MaxListEntries entries a page
+//	listSessions paging                skip and an absolute nextLink, 300 a page (the page
+//	                                   size is documented for custom-container pools only)
+//	the path parameter of files        relative to /mnt/data, a leading /mnt/data and "/" (the
+//	                                   2025-02-02-preview upload example) naming /mnt/data
+//	a session's etag                   a random GUID per kernel
+//	a Python pool given Shell fields   400 SessionRequestValidationFailed
+//	2024-10-02-preview synchronous     200, as the regenerated swagger and most examples (the
+//	  execute                          older swagger, one example and the JS client say 202)
 package emulator
