@@ -289,7 +289,9 @@ func TestExecuteRunningThenPolled(t *testing.T) {
 		assert.Equal(t, opID, r.PathValue("id"))
 		wantQuery(t, r, stdQuery(APIVersion20241002Preview, testIdentifier))
 		if polls.Add(1) == 1 {
-			writeJSON(w, http.StatusOK, []byte(`{"id":"`+opID+`","identifier":"x","status":"Running"}`))
+			// a short hint keeps the test fast; the one-second cadence
+			// without it is TestExecutePollsEverySecond's (fake clock)
+			writeJSON(w, http.StatusOK, []byte(`{"id":"`+opID+`","identifier":"x","status":"Running"}`), "retry-after-ms", "1")
 			return
 		}
 		writeJSON(w, http.StatusOK, newResult("Succeeded", "done\n", "", `1`))

@@ -87,6 +87,47 @@ func TestPollUntilDoneHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// TestExecutePollsEverySecond: Execute, when the service answers that the
+// execution is still running, asks again every second (executePollFrequency),
+// or as a Retry-After says. Fake clock: no real waiting.
+func TestExecutePollsEverySecond(t *testing.T) {
+	cases := []struct {
+		name string
+		hint []string
+		want time.Duration
+	}{
+		{"no hint", nil, time.Second},
+		{"retry-after-ms", []string{"retry-after-ms", "100"}, 100 * time.Millisecond},
+		{"Retry-After", []string{"Retry-After", "3"}, 3 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var polls atomic.Int32
+				o := &ClientOptions{}
+				o.Transport = funcTransport(func(r *http.Request) (*http.Response, error) {
+					if r.Method == http.MethodPost {
+						return jsonResponse(r, http.StatusAccepted, `{"id":"op","identifier":"x","status":"Running"}`, tc.hint...), nil
+					}
+					if polls.Add(1) <= 1 {
+						return jsonResponse(r, http.StatusOK, `{"id":"op","identifier":"x","status":"Running"}`, tc.hint...), nil
+					}
+					return jsonResponse(r, http.StatusOK, `{"id":"op","identifier":"x","status":"Succeeded","result":{"stdout":"done\n","stderr":"","executionResult":""}}`), nil
+				})
+				c, err := NewClientWithNoCredential("http://localhost"+poolPath, o)
+				require.NoError(t, err)
+				start := time.Now()
+				resp, err := c.Session(testIdentifier).Execute(context.Background(), "slow()", nil)
+				require.NoError(t, err)
+				require.Equal(t, "done\n", resp.Stdout)
+				require.Equal(t, int32(2), polls.Load())
+				// the first poll follows the POST at once; one wait before the second
+				require.Equal(t, tc.want, time.Since(start))
+			})
+		})
+	}
+}
+
 // TestExecuteResendBackoff (issue 15 item 3): an execution answered 429
 // without Retry-After is sent again after azcore's delays: (2^try − 1) ×
 // RetryDelay with jitter in [0.8, 1.3), capped at Retry.MaxRetryDelay; a
