@@ -177,7 +177,7 @@ func parseEndpoint(endpoint string, requireHTTPS bool) (string, error) {
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return "", errors.New("azsessions: endpoint must not have a query or fragment")
 	case requireHTTPS && u.Scheme != "https":
-		return "", errors.New("azsessions: a credential is only sent over https; use NewClientWithNoCredential or set InsecureAllowCredentialWithHTTP")
+		return "", errors.New("azsessions: a credential is only sent over https; use NewClientWithNoCredential or set InsecureAllowCredentialWithHTTP (against azsessionstest, pass its Server.ClientOptions())")
 	}
 	if err := checkPoolPath(u); err != nil {
 		return "", err

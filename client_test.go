@@ -37,7 +37,7 @@ func TestNewClientEndpoint(t *testing.T) {
 		{"https://h/p#frag", true, false, "", ""},
 		{"https://h/p?x=1", false, false, "", ""},
 		{"http://localhost:8080/pool", false, false, "http://localhost:8080/pool", ""},
-		{"http://localhost:8080/pool", true, false, "", ""},
+		{"http://localhost:8080/pool", true, false, "", "Server.ClientOptions()"},
 		{"http://localhost:8080/pool/", true, true, "http://localhost:8080/pool", ""},
 		{"ftp://h/p", false, false, "", ""},
 		{"h/p", false, false, "", ""},
