@@ -56,13 +56,14 @@ func smapsRollup(p *proc) (rss, pss, private int64) {
 // the sandboxes mapping them) and the private memory, for each preload set.
 // It needs cgroups to find a sandbox's processes (root here).
 func BenchmarkReadyKernelMemory(b *testing.B) {
-	for _, set := range preloadSets {
+	benchBackends(b, benchReadyKernelMemory)
+}
+
+func benchReadyKernelMemory(b *testing.B, mode string) {
+	for _, set := range benchPreloadSets(mode) {
 		b.Run("preload="+set.name, func(b *testing.B) {
-			requireSandbox(b, true)
 			const ready = 2
-			e, err := New(Options{Ready: ready, Preload: set.mods})
-			require.NoError(b, err)
-			b.Cleanup(func() { _ = e.Close() })
+			e := benchExecutorOpts(b, Options{Mode: mode, Ready: ready, Preload: set.mods})
 			if e.cg == nil {
 				b.Skip("skipping: no cgroups to find a sandbox's processes")
 			}
@@ -89,23 +90,25 @@ func BenchmarkReadyKernelMemory(b *testing.B) {
 // pool) and draws and returns the first matplotlib figure, for each preload
 // set (p50-ms: NewKernel + the cell).
 func BenchmarkFirstFigure(b *testing.B) {
-	benchFirstCell(b, figureRequest(), `"image"`)
+	benchBackends(b, func(b *testing.B, mode string) { benchFirstCell(b, mode, figureRequest(), `"image"`) })
 }
 
 // BenchmarkFirstImportPandas is a fresh session's first `import pandas`
 // (and a DataFrame), for each preload set.
 func BenchmarkFirstImportPandas(b *testing.B) {
-	benchFirstCell(b, kernel.Request{
-		Code:            "import pandas as pd\npd.DataFrame({'a': [1, 2]}).shape[0]",
-		Timeout:         time.Minute,
-		OutputMaxLength: 4096,
-	}, "2")
+	benchBackends(b, func(b *testing.B, mode string) {
+		benchFirstCell(b, mode, kernel.Request{
+			Code:            "import pandas as pd\npd.DataFrame({'a': [1, 2]}).shape[0]",
+			Timeout:         time.Minute,
+			OutputMaxLength: 4096,
+		}, "2")
+	})
 }
 
-func benchFirstCell(b *testing.B, req kernel.Request, want string) {
-	for _, set := range preloadSets {
+func benchFirstCell(b *testing.B, mode string, req kernel.Request, want string) {
+	for _, set := range benchPreloadSets(mode) {
 		b.Run("preload="+set.name, func(b *testing.B) {
-			e := benchExecutorOpts(b, Options{Ready: 1, Preload: set.mods})
+			e := benchExecutorOpts(b, Options{Mode: mode, Ready: 1, Preload: set.mods})
 			var lat []time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -127,9 +130,14 @@ func benchFirstCell(b *testing.B, req kernel.Request, want string) {
 	}
 }
 
+// benchExecutorOpts is an executor of opts.Mode (bwrap when ""), closed at
+// the end of the benchmark; the backend must be usable (benchBackends).
 func benchExecutorOpts(b *testing.B, opts Options) *Executor {
 	b.Helper()
-	requireSandbox(b, true)
+	if opts.Mode == "" {
+		opts.Mode = ModeBwrap
+		requireSandbox(b, true)
+	}
 	e, err := New(opts)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = e.Close() })

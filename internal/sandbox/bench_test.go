@@ -14,13 +14,29 @@ import (
 	"github.com/azsessions/azsessions/internal/kernel"
 )
 
-func benchExecutor(b *testing.B, ready int) *Executor {
-	b.Helper()
-	requireSandbox(b, true)
-	e, err := New(Options{Ready: ready})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = e.Close() })
-	return e
+// benchBackends runs f as a sub-benchmark "sandbox=<mode>" per isolation
+// backend (bwrap, gvisor); a backend that cannot run here is skipped (or
+// fails under AZSESSIONS_REQUIRE_SANDBOX=1).
+func benchBackends(b *testing.B, f func(b *testing.B, mode string)) {
+	for _, be := range backends() {
+		b.Run("sandbox="+be.name, func(b *testing.B) {
+			be.need(b)
+			f(b, be.opts.Mode)
+		})
+	}
+}
+
+// benchPreloadSets are the preload sets a backend's benchmarks compare: all
+// of preloadSets on bwrap, the default on gvisor (whose kernels start
+// several times slower: the comparison of sets is bwrap's).
+func benchPreloadSets(mode string) []struct {
+	name string
+	mods []string
+} {
+	if mode == ModeGvisor {
+		return preloadSets[:1]
+	}
+	return preloadSets
 }
 
 // waitReady waits until the pool holds n kernels that finished their
@@ -87,7 +103,11 @@ func rssBytes(p *proc) int64 {
 // BenchmarkWarmExecute runs 1+1 on a started kernel. It also reports the
 // resident memory of a ready kernel (DefaultPreload).
 func BenchmarkWarmExecute(b *testing.B) {
-	e := benchExecutor(b, 1)
+	benchBackends(b, benchWarmExecute)
+}
+
+func benchWarmExecute(b *testing.B, mode string) {
+	e := benchExecutorOpts(b, Options{Mode: mode, Ready: 1})
 	waitReady(b, e, 1)
 	kk, err := e.NewKernel(context.Background())
 	require.NoError(b, err)
@@ -110,7 +130,11 @@ func BenchmarkWarmExecute(b *testing.B) {
 // BenchmarkNewKernelReady takes a kernel from the pool (refilled between
 // iterations, outside the timer).
 func BenchmarkNewKernelReady(b *testing.B) {
-	e := benchExecutor(b, 1)
+	benchBackends(b, benchNewKernelReady)
+}
+
+func benchNewKernelReady(b *testing.B, mode string) {
+	e := benchExecutorOpts(b, Options{Mode: mode, Ready: 1})
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		waitReady(b, e, 1)
@@ -128,12 +152,16 @@ func BenchmarkNewKernelReady(b *testing.B) {
 // cell while it still preloads in the background; preloaded-p50-ms is the
 // time from the start until the preload finished too (outside the timer).
 func BenchmarkColdStart(b *testing.B) {
-	for _, set := range preloadSets {
+	benchBackends(b, benchColdStart)
+}
+
+func benchColdStart(b *testing.B, mode string) {
+	for _, set := range benchPreloadSets(mode) {
 		if set.name == "numpy+pyplot" {
 			continue
 		}
 		b.Run("preload="+set.name, func(b *testing.B) {
-			e := benchExecutorOpts(b, Options{Ready: 0, Preload: set.mods})
+			e := benchExecutorOpts(b, Options{Mode: mode, Ready: 0, Preload: set.mods})
 			req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputMaxLength: 4096}
 			var cold, full []time.Duration
 			for i := 0; i < b.N; i++ {

@@ -17,7 +17,12 @@ import (
 // diskExecutor is an executor with small data directory limits.
 func diskExecutor(t *testing.T, opts Options) *Executor {
 	t.Helper()
-	requireSandbox(t, true)
+	opts.Mode = contractMode(t)
+	if opts.Mode == ModeGvisor {
+		requireGvisor(t)
+	} else {
+		requireSandbox(t, true)
+	}
 	opts.noPreload = true
 	e, err := New(opts)
 	require.NoError(t, err)

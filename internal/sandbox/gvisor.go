@@ -477,3 +477,28 @@ func gvisorLeftovers(execDir string) {
 		cancel()
 	}
 }
+
+// distinctFileTables keeps one process of each descriptor table among pids
+// (kcmp KCMP_FILES; the first pid is always kept). Under the ptrace
+// platform, the Sentry's stub processes share its table of hundreds of
+// descriptors: the data directory watcher scans it once, not once per stub.
+func distinctFileTables(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		dup := false
+		for _, q := range out {
+			r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(pid), uintptr(q), kcmpFiles, 0, 0, 0)
+			if errno == 0 && r == 0 {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// kcmpFiles is KCMP_FILES of kcmp(2).
+const kcmpFiles = 2

@@ -48,3 +48,47 @@ print('MODULES', os.path.exists('/proc/modules'))
 	require.Regexp(t, `PIDS [1-9]\n`, res.Stdout)
 	require.Contains(t, res.Stdout, "MODULES False")
 }
+
+// TestGvisorKernelContract runs the kernel contract tests (execution,
+// values, output cap, timeouts, restarts, cancellation, figures, preload,
+// the data directory watcher) on the gVisor backend; they run on bwrap as
+// top-level tests. shared and diskExecutor give them a gVisor executor (see
+// contractMode).
+func TestGvisorKernelContract(t *testing.T) {
+	requireGvisor(t)
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"TestStatePersists", TestStatePersists},
+		{"TestLastExpressionValues", TestLastExpressionValues},
+		{"TestPrintOutput", TestPrintOutput},
+		{"TestExceptionFails", TestExceptionFails},
+		{"TestSeedSyntaxError", TestSeedSyntaxError},
+		{"TestMatplotlibFigure", TestMatplotlibFigure},
+		{"TestOutputCap", TestOutputCap},
+		{"TestTimeoutInterruptsCell", TestTimeoutInterruptsCell},
+		{"TestIgnoredInterruptKillsAndRestarts", TestIgnoredInterruptKillsAndRestarts},
+		{"TestKernelDeathRestartsOnNextExecute", TestKernelDeathRestartsOnNextExecute},
+		{"TestCancel", TestCancel},
+		{"TestDataDir", TestDataDir},
+		{"TestParallelKernels", TestParallelKernels},
+		{"TestCloseDuringExecute", TestCloseDuringExecute},
+		{"TestSkippedStartModulesImportable", TestSkippedStartModulesImportable},
+		{"TestDataDirQuota", TestDataDirQuota},
+		{"TestBackgroundWriterIsStopped", TestBackgroundWriterIsStopped},
+		{"TestUnlinkedOpenFilesCount", TestUnlinkedOpenFilesCount},
+		{"TestDataDirSpace", TestDataDirSpace},
+		{"TestDataDirEntryLimit", TestDataDirEntryLimit},
+	} {
+		t.Run(tc.name, tc.f)
+	}
+}
+
+// TestDistinctFileTables: processes that share a descriptor table (threads
+// here; the Sentry's stubs under gVisor) are scanned once.
+func TestDistinctFileTables(t *testing.T) {
+	self := os.Getpid()
+	require.Equal(t, []int{self}, distinctFileTables([]int{self, self}))
+	require.Equal(t, []int{self, 1}, distinctFileTables([]int{self, 1, self}))
+}

@@ -714,6 +714,9 @@ func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
 	} else {
 		pids = processTree(root)
 	}
+	if k.e.opts.Mode == ModeGvisor {
+		pids = distinctFileTables(pids)
+	}
 	n, err := unlinkedBytes(pids, uint64(st.Dev))
 	u.bytes += n
 	return u, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,11 +144,26 @@ var (
 	sharedErrs  = map[string]error{}
 )
 
-// shared returns the bwrap executor shared by the tests (closed in TestMain).
+// shared returns the executor shared by the tests (closed in TestMain), of
+// the test's backend (see contractMode).
 func shared(t testing.TB) *Executor {
 	t.Helper()
-	requireSandbox(t, true)
-	return sharedFor(t, testOptions(ModeBwrap))
+	mode := contractMode(t)
+	if mode == ModeGvisor {
+		requireGvisor(t)
+	} else {
+		requireSandbox(t, true)
+	}
+	return sharedFor(t, testOptions(mode))
+}
+
+// contractMode is the backend of a kernel contract test: ModeGvisor when it
+// runs as a subtest of TestGvisorKernelContract, else ModeBwrap.
+func contractMode(t testing.TB) string {
+	if strings.HasPrefix(t.Name(), "TestGvisorKernelContract/") {
+		return ModeGvisor
+	}
+	return ModeBwrap
 }
 
 // sharedFor returns the executor of opts.Mode shared by the tests, created
