@@ -4,8 +4,8 @@
 GO ?= go
 # Modules of the repository (see go.work).
 MODULES := . ./cmd/azsessions-mcp ./examples/agent ./adapters/openai
-# Debian packages the sandboxed emulator uses.
-DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pandas python3-matplotlib python3-tz
+# Debian packages the sandboxed emulator uses (runsc: gVisor, for -sandbox gvisor).
+DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pandas python3-matplotlib python3-tz runsc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCHTIME ?= 1x
 
@@ -36,7 +36,7 @@ deps:
 			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 		fi; \
 	else \
-		echo "not a Debian/Ubuntu system: install bubblewrap and python3 with IPython, numpy, pandas, matplotlib and pytz by hand (see README)"; \
+		echo "not a Debian/Ubuntu system: install bubblewrap, gVisor (runsc, https://gvisor.dev/docs/user_guide/install/) and python3 with IPython, numpy, pandas, matplotlib and pytz by hand (see README)"; \
 	fi
 
 emulator: deps

@@ -569,8 +569,11 @@ func (h *Handler) poolError(err error) *apiError {
 	switch {
 	case errors.Is(err, errSessionNotFound):
 		return errorf(http.StatusBadRequest, wire.CodeSessionWithIdentifierNotFound, "no session with this identifier exists in the pool (it may have expired)")
+	case errors.Is(err, ErrPoolFull):
+		// The executor's pool-wide memory or disk budget, not MaxSessions.
+		return errorf(http.StatusNotFound, CodePoolFull, "the session pool is full: no more sessions are being allocated (no room for one more sandbox within the pool-wide memory and disk limits)")
 	case errors.Is(err, errPoolFull):
-		return errorf(http.StatusNotFound, CodePoolFull, "the session pool is full: no more sessions are being allocated (max %d)", h.opt.MaxSessions)
+		return errorf(http.StatusNotFound, CodePoolFull, "the session pool is full: no more sessions are being allocated (max %d sessions)", h.opt.MaxSessions)
 	default:
 		return internal("starting the session's interpreter failed")
 	}

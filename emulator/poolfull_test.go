@@ -62,7 +62,11 @@ func TestExecutorPoolFull(t *testing.T) {
 	for _, v := range []string{wire.V20240202Preview, wire.V20251002Preview} {
 		t.Run(v, func(t *testing.T) {
 			require.Equal(t, "x\n", e.stdout(v, "sess-a", "print:x"))
-			requireError(t, e.exec(v, "sess-b", "print:x", nil), http.StatusNotFound, emulator.CodePoolFull)
+			r := e.exec(v, "sess-b", "print:x", nil)
+			requireError(t, r, http.StatusNotFound, emulator.CodePoolFull)
+			// The message names the cause: the budget, not MaxSessions.
+			require.Contains(t, string(r.body), "memory and disk limits")
+			require.NotContains(t, string(r.body), "max 10")
 			require.Equal(t, "y\n", e.stdout(v, "sess-a", "print:y"))
 			e.clock.Advance(6 * time.Minute)
 			require.Equal(t, "z\n", e.stdout(v, "sess-b", "print:z"))

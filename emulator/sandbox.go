@@ -3,7 +3,8 @@ package emulator
 import "github.com/azsessions/azsessions/internal/sandbox"
 
 // SandboxOptions configures NewSandboxExecutor: Python (the interpreter, ""
-// for the system python3), Mode (SandboxBwrap, the default, or SandboxNone),
+// for the system python3), Mode (SandboxBwrap, the default, SandboxGvisor or
+// SandboxNone),
 // DataDir (where the kernels' data directories go; "" for a temporary
 // directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
 // MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries, CPUs (one
@@ -21,6 +22,12 @@ const (
 	// SandboxBwrap isolates every kernel with bubblewrap (no network, its own
 	// /mnt/data, resource limits).
 	SandboxBwrap = sandbox.ModeBwrap
+	// SandboxGvisor runs every kernel in a gVisor sandbox (runsc): a
+	// user-space kernel between session code and the host's, for code that
+	// is not trusted at all, at the price of slower starts and system calls
+	// (see the README's isolation levels). It needs root and the Debian
+	// package runsc; the same files, limits and features as SandboxBwrap.
+	SandboxGvisor = sandbox.ModeGvisor
 	// SandboxNone runs kernels as plain processes: no isolation at all. Only for
 	// trusted code on machines without bubblewrap.
 	SandboxNone = sandbox.ModeNone
@@ -37,11 +44,17 @@ var ErrPoolFull = sandbox.ErrPoolFull
 // SandboxBwrap and bwrap is missing or unusable (apt-get install bubblewrap).
 var ErrNoBubblewrap = sandbox.ErrNoBubblewrap
 
+// ErrNoGvisor is wrapped by NewSandboxExecutor's error when the mode is
+// SandboxGvisor and runsc is missing or unusable (apt-get install runsc; the
+// emulator must run as root).
+var ErrNoGvisor = sandbox.ErrNoGvisor
+
 // NewSandboxExecutor returns an Executor that runs real Python: one
 // long-lived interpreter (IPython when installed) per session, isolated with
-// bubblewrap, with the session's data directory mounted at /mnt/data. The
-// error wraps ErrNoBubblewrap when bwrap is needed and missing; it is also an
-// error when the interpreter does not run. Handler.Close closes it.
+// bubblewrap (or gVisor, SandboxGvisor), with the session's data directory
+// mounted at /mnt/data. The error wraps ErrNoBubblewrap when bwrap is needed
+// and missing, ErrNoGvisor when runsc is; it is also an error when the
+// interpreter does not run. Handler.Close closes it.
 func NewSandboxExecutor(opts SandboxOptions) (Executor, error) {
 	ex, err := sandbox.New(opts)
 	if err != nil {

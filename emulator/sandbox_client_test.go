@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,49 @@ func TestSDKAgainstSandboxedEmulator(t *testing.T) {
 			require.Empty(t, page.Files)
 		})
 	}
+}
+
+// TestSDKAgainstGvisorEmulator: the real client against the emulator with
+// real Python in gVisor (SandboxGvisor): state across executions, a file
+// round trip in both directions, and the sandbox's kernel is gVisor's.
+func TestSDKAgainstGvisorEmulator(t *testing.T) {
+	testenv.NeedGvisor(t, "IPython")
+	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: emulator.SandboxGvisor, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
+	require.NoError(t, err)
+	require.Equal(t, "gvisor", exec.Info().Sandbox)
+	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec})
+	require.NoError(t, err)
+	defer srv.Close()
+	client, err := azsessions.NewClientWithNoCredential(srv.Endpoint, nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	s := client.NewSession()
+
+	_, err = s.Execute(ctx, "x = 6", nil)
+	require.NoError(t, err)
+	resp, err := s.Execute(ctx, "x * 7", nil)
+	require.NoError(t, err)
+	require.Equal(t, azsessions.ExecutionStatusSucceeded, resp.Status, resp.Stderr)
+	require.Equal(t, "42", string(resp.Result))
+
+	data := make([]byte, 1<<20)
+	_, err = rand.Read(data)
+	require.NoError(t, err)
+	_, err = s.UploadFile(ctx, "in.bin", bytes.NewReader(data), nil)
+	require.NoError(t, err)
+	resp, err = s.Execute(ctx, `import hashlib, os
+d = open('/mnt/data/in.bin', 'rb').read()
+open('/mnt/data/out.bin', 'wb').write(d[::-1])
+print(os.uname().release, len(d))`, nil)
+	require.NoError(t, err)
+	require.Equal(t, azsessions.ExecutionStatusSucceeded, resp.Status, resp.Stderr)
+	require.Contains(t, resp.Stdout, " 1048576")
+	dl, err := s.DownloadFile(ctx, "out.bin", nil)
+	require.NoError(t, err)
+	got, err := io.ReadAll(dl.Body)
+	dl.Body.Close()
+	require.NoError(t, err)
+	want := bytes.Clone(data)
+	slices.Reverse(want)
+	require.True(t, bytes.Equal(want, got), "the file written in gVisor differs")
 }

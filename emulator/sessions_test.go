@@ -99,7 +99,9 @@ func TestPoolFull(t *testing.T) {
 	v := wire.V20251002Preview
 	e.stdout(v, "sess-p1", "print:x")
 	e.stdout(v, "sess-p2", "print:x")
-	requireError(t, e.exec(v, "sess-p3", "print:x", nil), http.StatusNotFound, emulator.CodePoolFull)
+	r := e.exec(v, "sess-p3", "print:x", nil)
+	requireError(t, r, http.StatusNotFound, emulator.CodePoolFull)
+	require.Contains(t, string(r.body), "max 2 sessions")
 	requireError(t, e.get("files", qv(v, "sess-p3")), http.StatusNotFound, emulator.CodePoolFull)
 	// Existing sessions still work.
 	e.stdout(v, "sess-p1", "print:x")

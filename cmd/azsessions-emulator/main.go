@@ -10,14 +10,16 @@
 // SIGTERM, killing every sandbox and removing its data.
 //
 // Code runs in real Python, one interpreter per session, isolated with
-// bubblewrap (apt-get install bubblewrap). Without bwrap the emulator refuses
-// to start unless -sandbox=none, which runs code unisolated as the current
-// user.
+// bubblewrap (apt-get install bubblewrap), or with -sandbox=gvisor in a gVisor
+// sandbox (apt-get install runsc; as root): a user-space kernel between the
+// code and the host, for code not trusted at all, with slower starts (see
+// the README's isolation levels). Without bwrap the emulator refuses to start
+// unless -sandbox=none, which runs code unisolated as the current user.
 //
 // Flags:
 //
 //	-addr                 listen address (default 127.0.0.1:8080; port 0 picks one)
-//	-sandbox              bwrap or none (default bwrap)
+//	-sandbox              bwrap, gvisor or none (default bwrap)
 //	-python               Python interpreter (default: the system python3)
 //	-cooldown             idle time before a session ends (default 5m)
 //	-max-sessions         live sessions in the pool (default: as many sandboxes as
@@ -108,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("azsessions-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
-	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, or none (no isolation: only for trusted code)")
+	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root; slower starts), or none (no isolation: only for trusted code)")
 	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
 	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
 	fs.IntVar(&c.maxSessions, "max-sessions", 0, fmt.Sprintf("live sessions in the pool; one more gets 404 (default, or 0: as many sandboxes as fit in -max-memory and -max-disk, at most %d)", emulator.DefaultMaxSessions))
@@ -136,8 +138,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxNone {
-		return c, fmt.Errorf("-sandbox must be %s or %s", emulator.SandboxBwrap, emulator.SandboxNone)
+	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxGvisor && c.sandbox != emulator.SandboxNone {
+		return c, fmt.Errorf("-sandbox must be %s, %s or %s", emulator.SandboxBwrap, emulator.SandboxGvisor, emulator.SandboxNone)
 	}
 	if c.requireToken {
 		c.token = os.Getenv(tokenEnv)
@@ -202,8 +204,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		MemoryLimitBytes: int64(c.memoryLimit), Preload: c.preload, Logger: log,
 		CPUs: c.cpus, MaxTotalMemoryBytes: int64(c.maxMemory), MaxTotalDiskBytes: int64(c.maxDisk), SandboxUser: c.sandboxUser,
 	})
-	if errors.Is(err, emulator.ErrNoBubblewrap) {
-		return err // the error names the package to install and -sandbox=none
+	if errors.Is(err, emulator.ErrNoBubblewrap) || errors.Is(err, emulator.ErrNoGvisor) {
+		return err // the error names the package to install and another -sandbox
 	}
 	if err != nil {
 		return err

@@ -66,6 +66,9 @@ func TestParseFlags(t *testing.T) {
 			require.Equal(t, "1234:1234", c.sandboxUser)
 			require.Equal(t, 7, c.maxSessions)
 		}},
+		{[]string{"-sandbox", "gvisor"}, "", func(t *testing.T, c config) {
+			require.Equal(t, emulator.SandboxGvisor, c.sandbox)
+		}},
 		{[]string{"-cpus", "0"}, "-cpus must be", nil},
 		{[]string{"-max-sessions", "-3"}, "negative", nil},
 		{[]string{"-sandbox=docker"}, "-sandbox must be", nil},

@@ -16,7 +16,8 @@
 // Flags:
 //
 //	-emulator           run code in the embedded emulator instead of a pool
-//	-sandbox MODE       emulator isolation: bwrap (default) or none (no isolation: trusted code only)
+//	-sandbox MODE       emulator isolation: bwrap (default), gvisor (gVisor's user-space
+//	                    kernel: needs runsc and root) or none (no isolation: trusted code only)
 //	-python PATH        emulator interpreter (default /usr/bin/python3, else python3 on PATH)
 //	-session-id ID      use this session for every connection
 //	-local-dir DIR      enable upload_file/download_file inside DIR
@@ -79,7 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("azsessions-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.BoolVar(&c.emulator, "emulator", false, "run code in the embedded local emulator instead of AZURE_POOL_MANAGEMENT_ENDPOINT")
-	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "emulator isolation: bwrap or none (no isolation: trusted code only)")
+	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "emulator isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root) or none (no isolation: trusted code only)")
 	fs.StringVar(&c.python, "python", "", "emulator Python interpreter (default /usr/bin/python3, else python3 on PATH)")
 	fs.StringVar(&c.sessionID, "session-id", "", "session identifier used by every connection (default: a fresh one per connection)")
 	fs.StringVar(&c.localDir, "local-dir", "", "local directory for upload_file and download_file (default: those tools are off)")

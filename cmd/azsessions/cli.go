@@ -47,7 +47,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.session, "session", g.session, "session `identifier` (default $"+envSession+", else a fresh one, printed on stderr)")
 	fs.StringVar(&g.apiVersion, "api-version", g.apiVersion, "pool management api-`version` (default "+azsessions.DefaultAPIVersion+")")
 	fs.BoolVar(&g.emulator, "emulator", g.emulator, "use the embedded local emulator (bubblewrap sandbox) instead of a pool")
-	fs.StringVar(&g.sandbox, "sandbox", cmpOr(g.sandbox, emulator.SandboxBwrap), "emulator isolation: bwrap, or none (no isolation: trusted code only)")
+	fs.StringVar(&g.sandbox, "sandbox", cmpOr(g.sandbox, emulator.SandboxBwrap), "emulator isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root), or none (no isolation: trusted code only)")
 	fs.StringVar(&g.python, "python", g.python, "emulator Python `interpreter` (default /usr/bin/python3, else python3 on PATH)")
 	fs.BoolVar(&g.json, "json", g.json, "print the service's JSON objects instead of text")
 }

@@ -74,7 +74,8 @@ Global flags (also accepted after the verb):
                       printed on stderr)
   --api-version V     pool management api-version (default 2025-10-02-preview)
   --emulator          start the embedded emulator (bubblewrap sandbox) for this command
-  --sandbox MODE      emulator isolation: bwrap (default) or none (trusted code only)
+  --sandbox MODE      emulator isolation: bwrap (default), gvisor (needs runsc
+                      and root) or none (trusted code only)
   --python PATH       emulator interpreter (default /usr/bin/python3)
   --json              print the service's JSON objects (for scripts)
 

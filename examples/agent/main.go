@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs.SetOutput(stderr)
 	fs.BoolVar(&cfg.replay, "replay", false, "replay the walkthrough's model turns instead of asking a model")
 	fs.BoolVar(&cfg.emulator, "emulator", false, "use the embedded emulator even when AZURE_POOL_MANAGEMENT_ENDPOINT is set")
-	fs.StringVar(&cfg.sandbox, "sandbox", emulator.SandboxBwrap, "emulator isolation: bwrap or none (no isolation: trusted code only)")
+	fs.StringVar(&cfg.sandbox, "sandbox", emulator.SandboxBwrap, "emulator isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root) or none (no isolation: trusted code only)")
 	fs.StringVar(&cfg.python, "python", "", "emulator Python interpreter (default /usr/bin/python3)")
 	fs.StringVar(&cfg.localDir, "local-dir", "", "local directory for the CSV and the downloaded result (default: a new temporary directory)")
 	fs.StringVar(&cfg.prompt, "prompt", "", "ask this question instead of the walkthrough's (needs a model; not with -replay)")

@@ -58,3 +58,32 @@ func DataDir(t testing.TB) string {
 	}
 	return dir
 }
+
+// NeedGvisor skips t when gVisor's runsc, root (runsc needs it) or Python
+// with the given modules is missing, or fails it when
+// AZSESSIONS_REQUIRE_SANDBOX=1.
+func NeedGvisor(t testing.TB, modules ...string) {
+	t.Helper()
+	missing := ""
+	if _, err := exec.LookPath("runsc"); err != nil {
+		missing = "runsc (Debian package runsc)"
+	} else if os.Geteuid() != 0 {
+		missing = "root (runsc needs it)"
+	} else if _, err := os.Stat(Python); err != nil {
+		missing = Python
+	} else {
+		for _, m := range modules {
+			if err := exec.Command(Python, "-c", "import "+m).Run(); err != nil {
+				missing = "the Python module " + m + " for " + Python
+				break
+			}
+		}
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv(RequireSandboxEnv) == "1" {
+		t.Fatalf("%s is missing and %s=1; run `make test` as root (it installs runsc)", missing, RequireSandboxEnv)
+	}
+	t.Skipf("skipping: %s is missing (set %s=1 to fail instead)", missing, RequireSandboxEnv)
+}
