@@ -203,3 +203,25 @@ func TestDisplayOutputs(t *testing.T) {
 	require.Greater(t, cfg.Width, cfg.Height, "the last figure (2x1 inches), not the first (1x1)")
 	require.Nil(t, res.Text)
 }
+
+// TestDriverOutputPerBackend runs the driver's output code on every backend
+// (bubblewrap, gVisor): a long list's text/plain as IPython.lib.pretty gives
+// it, and a timed-out cell's stderr without the driver's frames.
+func TestDriverOutputPerBackend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		if k.Runner() != "ipython" {
+			requireOrSkip(t, "IPython in the sandbox's Python")
+		}
+		const expr = "['package-%02d' % i for i in range(12)]"
+		res := requireOK(t, k, expr)
+		require.Equal(t, ipythonPretty(t, expr), textOf(res))
+		res = runT(t, k, "def spin():\n    while True:\n        pass\nspin()", time.Second)
+		require.True(t, res.TimedOut)
+		require.Contains(t, res.Stderr, "spin()")
+		require.Contains(t, res.Stderr, "TimeoutError")
+		for _, internal := range []string{"driver.py", "_on_alarm", "/opt/azsessions"} {
+			require.NotContains(t, res.Stderr, internal)
+		}
+	})
+}
