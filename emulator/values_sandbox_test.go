@@ -1,13 +1,17 @@
 package emulator_test
 
 import (
+	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/stretchr/testify/require"
 
+	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/emulator"
 	"github.com/azsessions/azsessions/internal/testenv"
 )
@@ -112,4 +116,18 @@ func TestTimeoutOverHTTP(t *testing.T) {
 	require.Contains(t, stderr, "spin()")
 	require.Contains(t, stderr, "TimeoutError")
 	require.EqualValues(t, 1, e.exec(v, "timeouts", "kept", nil).json(t)["result"].(map[string]any)["executionResult"])
+
+	// The client's Execution tells the caller, on both contracts (the
+	// legacy one has no error object: the client goes by the time).
+	for _, version := range []string{azsessions.APIVersion20240202Preview, azsessions.APIVersion20251002Preview} {
+		client, err := azsessions.NewClientWithNoCredential(e.srv.URL+e.h.PoolPath(), &azsessions.ClientOptions{
+			ClientOptions: azcore.ClientOptions{APIVersion: version, Transport: e.srv.Client()},
+		})
+		require.NoError(t, err)
+		resp, err := client.Session("timeouts-client").Execute(context.Background(), "import time\ntime.sleep(30)", &azsessions.ExecuteOptions{Timeout: time.Second})
+		require.NoError(t, err, version)
+		require.Equal(t, azsessions.ExecutionStatusFailed, resp.Status, version)
+		require.True(t, resp.TimedOut(), "%s: stderr %q, code %q", version, resp.Stderr, resp.ErrorCode)
+		require.NotContains(t, resp.Stderr, "driver.py", version)
+	}
 }
