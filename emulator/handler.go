@@ -56,7 +56,9 @@ const (
 	MaxOutputMaxLength = 1 << 20
 )
 
-// Error codes the emulator answers with beyond those of package wire.
+// Error codes the emulator answers with beyond those of package wire: all
+// emulator-specific (no public source shows the service's code for these
+// cases; see "Error codes" in the package docs).
 const (
 	// CodePoolFull (404): the pool already has MaxSessions live sessions.
 	CodePoolFull = "NoSessionsAvailable"

@@ -188,6 +188,15 @@ func TestDisplayOutputs(t *testing.T) {
 	require.Equal(t, "'one'\n"+ipythonPretty(t, "list(range(30))")+"\n", res.Stdout)
 	require.JSONEq(t, `42`, string(res.Value))
 
+	// A DataFrame's value is its text/plain form (no text/html).
+	if _, ok := shared(t).Info().Packages["pandas"]; ok {
+		res = requireOK(t, k, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+		var got string
+		require.NoError(t, json.Unmarshal(res.Value, &got), "value %s", res.Value)
+		require.Equal(t, "   a  b\n0  1  x\n1  2  y", got)
+		require.NotContains(t, got, "<table")
+	}
+
 	if _, ok := shared(t).Info().Packages["matplotlib"]; !ok {
 		requireOrSkip(t, "matplotlib")
 	}
