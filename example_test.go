@@ -140,9 +140,9 @@ func ExampleSession_BeginExecute() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// PollUntilDone honours the Retry-After of a running execution (the
-	// emulator sends one); without it azcore waits Frequency, 30 s by
-	// default. Against Azure, which sends none, poll every second:
+	// PollUntilDone honours a Retry-After on a running execution; without
+	// one azcore waits Frequency, 30 s by default. Azure sends none, so poll
+	// every second:
 	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Second})
 	if err != nil {
 		log.Fatal(err)

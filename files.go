@@ -801,10 +801,10 @@ type DeleteFileResponse struct {
 	// for future use
 }
 
-// DeleteFile deletes a file: DELETE {endpoint}/files/{name}[?path=dir] (204;
-// 2024-10-02-preview and later) or the legacy DELETE {endpoint}/files/{name}
-// (200). name is as for UploadFile. A missing file gives an
-// *azcore.ResponseError with status 404.
+// DeleteFile deletes a file (or a directory, see below): DELETE
+// {endpoint}/files/{name}[?path=dir] (204; 2024-10-02-preview and later) or
+// the legacy DELETE {endpoint}/files/{name} (200). name is as for
+// UploadFile. A missing file gives an *azcore.ResponseError with status 404.
 //
 // The route does not tell files from directories: when name is a directory
 // the emulator deletes it with everything in it, and the service's
