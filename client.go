@@ -359,15 +359,20 @@ func redactValue(body []byte, id string) []byte {
 // it is read into memory. File downloads are streamed and not capped.
 const MaxResponseSize = 32 << 20
 
-// errResponseTooLarge is the error of a body over MaxResponseSize. It is not
-// retried.
-type errResponseTooLarge struct{ size int64 }
+// responseLimit is the cap a new client's transport applies:
+// MaxResponseSize, lowered only by tests so that the cap on bodies without
+// a Content-Length is checked without reading 32 MiB.
+var responseLimit int64 = MaxResponseSize
+
+// errResponseTooLarge is the error of a body over the limit (MaxResponseSize).
+// It is not retried.
+type errResponseTooLarge struct{ size, limit int64 }
 
 func (e *errResponseTooLarge) Error() string {
 	if e.size > 0 {
-		return fmt.Sprintf("azsessions: the response body is %d bytes, over the client's limit of %d bytes (MaxResponseSize)", e.size, MaxResponseSize)
+		return fmt.Sprintf("azsessions: the response body is %d bytes, over the client's limit of %d bytes (MaxResponseSize)", e.size, e.limit)
 	}
-	return fmt.Sprintf("azsessions: the response body is over the client's limit of %d bytes (MaxResponseSize)", MaxResponseSize)
+	return fmt.Sprintf("azsessions: the response body is over the client's limit of %d bytes (MaxResponseSize)", e.limit)
 }
 
 func (e *errResponseTooLarge) NonRetriable() {}
@@ -382,7 +387,10 @@ type streamKey struct{}
 // MaxResponseSize, except the 2xx body of a download, and replaces the
 // request's identifier in an error body with REDACTED. It sits below
 // azcore's logging policy, so the logs see what the caller sees.
-type guardTransport struct{ next policy.Transporter }
+type guardTransport struct {
+	next  policy.Transporter
+	limit int64 // responseLimit when the client was made
+}
 
 func newGuardTransport(t policy.Transporter) policy.Transporter {
 	switch hc := t.(type) {
@@ -393,7 +401,7 @@ func newGuardTransport(t policy.Transporter) policy.Transporter {
 		cp.CheckRedirect = noRedirect
 		t = &cp
 	}
-	return guardTransport{next: t}
+	return guardTransport{next: t, limit: responseLimit}
 }
 
 // defaultHTTPTransport has the settings of azcore's default transport.
@@ -429,11 +437,11 @@ func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode < 300 && req.Context().Value(streamKey{}) != nil {
 		return resp, nil
 	}
-	if resp.ContentLength > MaxResponseSize {
+	if resp.ContentLength > g.limit {
 		resp.Body.Close()
-		return nil, &errResponseTooLarge{size: resp.ContentLength}
+		return nil, &errResponseTooLarge{size: resp.ContentLength, limit: g.limit}
 	}
-	resp.Body = &cappedBody{r: resp.Body, left: MaxResponseSize}
+	resp.Body = &cappedBody{r: resp.Body, left: g.limit, limit: g.limit}
 	if id := req.URL.Query().Get("identifier"); id != "" && resp.StatusCode >= 300 {
 		// an error body that echoes the identifier (in a message, or in a
 		// redirect page's link) must not carry it into errors and logs
@@ -450,8 +458,8 @@ func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
 
 // cappedBody fails a read past its limit.
 type cappedBody struct {
-	r    io.ReadCloser
-	left int64
+	r           io.ReadCloser
+	left, limit int64
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
@@ -459,7 +467,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 		// one more byte tells a body of exactly the limit from a longer one
 		var one [1]byte
 		if n, _ := b.r.Read(one[:]); n > 0 {
-			return 0, &errResponseTooLarge{}
+			return 0, &errResponseTooLarge{limit: b.limit}
 		}
 		return b.r.Read(p)
 	}

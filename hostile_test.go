@@ -162,35 +162,49 @@ func TestRedirectsNotFollowed(t *testing.T) {
 // reading it all; a download of the same size streams.
 func TestResponseSizeCapped(t *testing.T) {
 	huge := int64(MaxResponseSize + 1<<20)
-	serveHuge := func(withLength bool) http.HandlerFunc {
+	serveHuge := func(withLength bool, size int64) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			if withLength {
-				w.Header().Set("Content-Length", fmt.Sprint(huge))
+				w.Header().Set("Content-Length", fmt.Sprint(size))
 			}
 			w.WriteHeader(http.StatusOK)
 			_, _ = io.WriteString(w, `{"value":[`)
 			chunk := strings.Repeat(" ", 1<<16)
-			for written := int64(0); written < huge-20; written += int64(len(chunk)) {
+			for written := int64(0); written < size-20; written += int64(len(chunk)) {
 				if _, err := io.WriteString(w, chunk); err != nil {
 					return // the client gave up, as it should
 				}
 			}
 		}
 	}
-	for _, withLength := range []bool{true, false} {
-		t.Run(fmt.Sprintf("Content-Length=%v", withLength), func(t *testing.T) {
+	// With a Content-Length the real 32 MiB cap refuses the body before
+	// reading it. Without one the body is read up to the cap: the same
+	// cappedBody at a 1 MiB limit (responseLimit) keeps the test fast.
+	for _, tc := range []struct {
+		withLength bool
+		limit      int64
+	}{{true, MaxResponseSize}, {false, 1 << 20}} {
+		t.Run(fmt.Sprintf("Content-Length=%v", tc.withLength), func(t *testing.T) {
+			responseLimit = tc.limit
+			t.Cleanup(func() { responseLimit = MaxResponseSize })
+			size := tc.limit + 1<<20
 			p := setup(t, APIVersion20251002Preview)
-			p.handle("GET /files", serveHuge(withLength))
-			p.handle("GET /metadata", serveHuge(withLength))
+			p.handle("GET /files", serveHuge(tc.withLength, size))
+			p.handle("GET /metadata", serveHuge(tc.withLength, size))
 			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+				body := strings.Repeat("x", int(tc.limit)+10)
 				w.Header().Set("Content-Type", "application/json")
+				if tc.withLength {
+					w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+				}
 				w.WriteHeader(http.StatusInternalServerError)
-				_, _ = io.WriteString(w, strings.Repeat("x", MaxResponseSize+10))
+				_, _ = io.WriteString(w, body)
 			})
-			p.handle("GET /executions/{id}", serveHuge(withLength))
+			p.handle("GET /executions/{id}", serveHuge(tc.withLength, size))
 			_, err := p.client.Session(testIdentifier).NewListFilesPager(nil).NextPage(context.Background())
 			require.ErrorContains(t, err, "MaxResponseSize")
+			require.ErrorContains(t, err, fmt.Sprintf("limit of %d bytes", tc.limit))
 			_, err = p.client.GetMetadata(context.Background(), nil)
 			require.ErrorContains(t, err, "MaxResponseSize")
 			_, err = p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
