@@ -1,8 +1,9 @@
 // Package sandbox runs Python cells in long-lived interpreters isolated with
-// bubblewrap (bwrap). It implements kernel.Executor and kernel.Kernel for the
-// emulator: one Python process per session keeps variables and imports between
-// executions, sees its own data directory as /mnt/data, has no network, and
-// runs under memory, process and file-size limits.
+// bubblewrap (bwrap) or gVisor (runsc). It implements kernel.Executor and
+// kernel.Kernel for the emulator: one Python process per session keeps
+// variables and imports between executions, sees its own data directory as
+// /mnt/data, has no network, and runs under memory, process and file-size
+// limits.
 //
 // # Isolation
 //
@@ -63,6 +64,14 @@
 // with SIGKILL), in its data directory's parent and its cgroups, and never
 // those of a process that still runs. Directories of versions before this
 // naming are left alone.
+//
+// In mode "gvisor" (ModeGvisor; root and runsc needed) each kernel runs in
+// a gVisor sandbox instead: an OCI bundle built per kernel (read-only root
+// of the same system directories and /etc files, /mnt/data read-write, no
+// network), the sandbox user's uid inside, the same cgroups, rlimits and
+// data directory watcher; session code talks to gVisor's user-space kernel,
+// not to the host's. gvisor.go describes the bundle, the protocol socket
+// and the known differences.
 //
 // In mode "none" the same driver runs as a plain child process (as the
 // sandbox user when the emulator is root) with the same environment and the
