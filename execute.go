@@ -887,8 +887,10 @@ type BeginExecuteOptions struct {
 // is data in the final result.
 //
 // PollUntilDone honours the service's Retry-After; without one it waits
-// PollUntilDoneOptions.Frequency, whose azcore default is 30 s. Against Azure
-// pass a Frequency of time.Second (azcore's minimum outside tests):
+// PollUntilDoneOptions.Frequency, whose azcore default is 30 s. The emulator
+// sends Retry-After: 1 on a running execution (its guess); no public source
+// shows Azure sending one, so against Azure pass a Frequency of time.Second
+// (azcore's minimum outside tests):
 //
 //	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Second})
 func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginExecuteOptions) (*runtime.Poller[ExecuteResponse], error) {

@@ -169,6 +169,8 @@
 //	                                   (the 4096-byte cap itself was measured live)
 //	an asynchronous execution          answers Running at once (as the spec's _Async_Running
 //	                                   examples), never NotStarted; GET executions/{id} polls it
+//	Retry-After on a running           1 (second), on the execute answer and on each look-up
+//	  execution                        while Running, so azcore's poller polls every second
 //	execution records                  the last 1,000 of a session, at most MaxRecordedBytes;
 //	                                   older ids are ExecutionNotFound
 //	the same operation-id again        with the same code: the recorded execution, not run

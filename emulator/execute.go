@@ -427,7 +427,14 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 		typ = wire.ExecutionAsynchronous
 	}
 	out := wire.ExecuteResponse{ID: e.id, Identifier: c.ident, ExecutionType: typ, Status: st}
-	if st != wire.StatusRunning && st != wire.StatusNotStarted {
+	if st == wire.StatusRunning || st == wire.StatusNotStarted {
+		// The emulator's guess: no public source shows the service sending
+		// Retry-After on a running execution. The emulator sends one second
+		// so that azcore's poller (BeginExecute + PollUntilDone with nil
+		// options) polls every second instead of its 30 s default; no client
+		// logic depends on it (Execute polls every second by itself).
+		c.w.Header().Set("Retry-After", "1")
+	} else {
 		out.Result = &wire.ExecuteResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionResult: value, ExecutionTimeInMilliseconds: &ms}
 		switch {
 		case res.TimedOut:

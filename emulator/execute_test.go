@@ -182,15 +182,20 @@ func TestExecuteAsync(t *testing.T) {
 			m := r.json(t)
 			require.Equal(t, map[string]any{"id": "async-1", "identifier": "sess-async", "executionType": "Asynchronous", "status": "Running"}, m)
 
+			require.Equal(t, "1", r.header.Get("Retry-After"), "a running execution tells the poller when to look again")
+
 			g := e.get("executions/async-1", qv(v, "sess-async"))
 			require.Equal(t, http.StatusOK, g.status)
 			require.Equal(t, "Running", g.json(t)["status"])
+			require.Equal(t, "1", g.header.Get("Retry-After"))
 
 			e.script.release("go")
 			require.Eventually(t, func() bool {
 				return e.get("executions/async-1", qv(v, "sess-async")).json(t)["status"] == wire.StatusSucceeded
 			}, 5*time.Second, 10*time.Millisecond)
-			m = e.get("executions/async-1", qv(v, "sess-async")).json(t)
+			done := e.get("executions/async-1", qv(v, "sess-async"))
+			require.Empty(t, done.header.Get("Retry-After"), "a finished execution has nothing to wait for")
+			m = done.json(t)
 			require.Equal(t, "done\n", m["result"].(map[string]any)["stdout"])
 			require.Equal(t, "Asynchronous", m["executionType"])
 		})
