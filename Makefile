@@ -3,7 +3,7 @@
 #   make test   installs the same and runs every module's tests (-race, go vet)
 GO ?= go
 # Modules of the repository (see go.work).
-MODULES := . ./cmd/azsessions-mcp ./examples/agent ./adapters/openai
+MODULES := . ./cmd/azsessions-mcp ./examples/agent ./adapters/openai ./adapters/anthropic ./adapters/langchaingo
 # Debian packages the sandboxed emulator uses (runsc: gVisor, for -sandbox gvisor).
 DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pandas python3-matplotlib python3-tz runsc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
