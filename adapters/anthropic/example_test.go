@@ -9,17 +9,21 @@ import (
 
 	anthropictools "github.com/azsessions/azsessions/adapters/anthropic"
 	"github.com/azsessions/azsessions/azsessionstest"
+	"github.com/azsessions/azsessions/emulator"
 	"github.com/azsessions/azsessions/tools"
 )
 
 // A Messages API tool-use loop. The model here is a local fake speaking the
-// Messages API and the session runs on the azsessionstest fake (a tiny Python
-// subset); with real services use anthropic.NewClient() (it reads
+// Messages API and the session runs on the azsessionstest fake (canned
+// answers); with real services use anthropic.NewClient() (it reads
 // ANTHROPIC_API_KEY) and azsessions.NewClient(endpoint, credential, nil).
 func Example() {
 	model := newFakeModel(tools.NameCodeInterpreter, `{"python_code":"x = 6\nprint(x * 7)"}`)
 	defer model.Close()
-	pool, err := azsessionstest.NewServer(nil)
+	// the fake pool answers the code the model will send (no Python runs here)
+	pool, err := azsessionstest.NewServer(&azsessionstest.Options{Options: emulator.Options{Executor: azsessionstest.Canned(map[string]emulator.ExecutionResult{
+		"x = 6\nprint(x * 7)": {Stdout: "42\n"},
+	})}})
 	if err != nil {
 		panic(err)
 	}

@@ -10,18 +10,22 @@ import (
 
 	langchaingotools "github.com/azsessions/azsessions/adapters/langchaingo"
 	"github.com/azsessions/azsessions/azsessionstest"
+	"github.com/azsessions/azsessions/emulator"
 	"github.com/azsessions/azsessions/tools"
 )
 
 // langchaingo's OpenAI functions agent with the code interpreter. The model
 // here is a local fake speaking OpenAI's wire format and the session runs on
-// the azsessionstest fake (a tiny Python subset); with real services use
+// the azsessionstest fake (canned answers); with real services use
 // openai.New() (it reads OPENAI_API_KEY) and azsessions.NewClient(endpoint,
 // credential, nil).
 func Example() {
 	model := newFakeModel(tools.NameCodeInterpreter, `{"__arg1":"x = 6\nprint(x * 7)"}`)
 	defer model.Close()
-	pool, err := azsessionstest.NewServer(nil)
+	// the fake pool answers the code the model will send (no Python runs here)
+	pool, err := azsessionstest.NewServer(&azsessionstest.Options{Options: emulator.Options{Executor: azsessionstest.Canned(map[string]emulator.ExecutionResult{
+		"x = 6\nprint(x * 7)": {Stdout: "42\n"},
+	})}})
 	if err != nil {
 		panic(err)
 	}
