@@ -11,21 +11,30 @@
 // Usage:
 //
 //	AZURE_POOL_MANAGEMENT_ENDPOINT=https://... azsessions-mcp [flags]   # real pool, DefaultAzureCredential
-//	azsessions-mcp -emulator [flags]                                    # embedded emulator (bubblewrap sandbox)
+//	azsessions-mcp --emulator [flags]                                   # embedded emulator (bubblewrap sandbox)
 //
-// Flags:
+// Flags (Go accepts one or two dashes; write two: MCP clients such as
+// `npx @modelcontextprotocol/inspector --cli` take a single-dash "-emulator"
+// for their own "-e" option):
 //
-//	-emulator           run code in the embedded emulator instead of a pool
-//	-sandbox MODE       emulator isolation: bwrap (default), gvisor (gVisor's user-space
-//	                    kernel: needs runsc and root) or none (no isolation: trusted code only)
-//	-python PATH        emulator interpreter (default /usr/bin/python3, else python3 on PATH)
-//	-session-id ID      use this session for every connection
-//	-local-dir DIR      enable upload_file/download_file inside DIR
-//	-http ADDR          serve streamable HTTP on ADDR (for example 127.0.0.1:8080) instead of stdio
-//	-api-version V      pool management api-version (default: the client's)
+//	--emulator           run code in the embedded emulator instead of a pool
+//	--sandbox MODE       emulator isolation: bwrap (default) or none (no isolation: trusted code only)
+//	--python PATH        emulator interpreter (default /usr/bin/python3, else python3 on PATH)
+//	--session-id ID      use this session for every connection
+//	--local-dir DIR      enable upload_file/download_file inside DIR
+//	--http ADDR          serve streamable HTTP on ADDR (for example 127.0.0.1:8080) instead of stdio
+//	--api-version V      pool management api-version (default: the client's)
+//	--log-level LEVEL    debug, info (default), warn or error
 //
-// The protocol runs on stdin/stdout (or HTTP); logs go to stderr only. Logs
-// never contain code, tokens or session identifiers.
+// Images that code_interpreter returns (matplotlib figures) come back as MCP
+// image content (base64 data and MIME type) after the text answer, and are
+// also saved under --local-dir when it is set.
+//
+// The protocol runs on stdin/stdout (or HTTP); logs go to stderr only. A
+// failed tool call is logged at error level with its cause (credential,
+// transport or service status), with the session identifier and tokens
+// redacted; logs never contain code. When the credential fails, the tool
+// result and the log say which credential failed and what to do.
 package main
 
 import (
@@ -73,6 +82,7 @@ type config struct {
 	localDir   string
 	httpAddr   string
 	apiVersion string
+	logLevel   slog.Level
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -86,16 +96,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.localDir, "local-dir", "", "local directory for upload_file and download_file (default: those tools are off)")
 	fs.StringVar(&c.httpAddr, "http", "", "serve streamable HTTP on this address instead of stdio")
 	fs.StringVar(&c.apiVersion, "api-version", "", "pool management api-version (default "+azsessions.DefaultAPIVersion+")")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	l, err := parseLevel(*level)
+	if err != nil {
+		return c, err
+	}
+	c.logLevel = l
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if c.localDir != "" {
 		fi, err := os.Stat(c.localDir)
 		if err != nil || !fi.IsDir() {
-			return c, fmt.Errorf("-local-dir %q is not a directory", c.localDir)
+			return c, fmt.Errorf("--local-dir %q is not a directory", c.localDir)
 		}
 	}
 	return c, nil
@@ -106,7 +122,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 	client, closeBackend, err := newBackend(cfg, getenv, logger)
 	if err != nil {
 		return err
@@ -156,7 +172,7 @@ func newBackend(cfg config, getenv func(string) string, logger *slog.Logger) (*a
 			return nil, nil, fmt.Errorf("emulator: %w", err)
 		}
 		if cfg.sandbox == emulator.SandboxNone {
-			logger.Warn("the emulator runs code WITHOUT isolation (-sandbox=none): only for trusted code")
+			logger.Warn("the emulator runs code WITHOUT isolation (--sandbox=none): only for trusted code")
 		}
 		endpoint, closeEmu, err := startEmulator(exec, logger)
 		if err != nil {
@@ -172,13 +188,13 @@ func newBackend(cfg config, getenv func(string) string, logger *slog.Logger) (*a
 	}
 	endpoint := getenv("AZURE_POOL_MANAGEMENT_ENDPOINT")
 	if endpoint == "" {
-		return nil, nil, errors.New("set AZURE_POOL_MANAGEMENT_ENDPOINT to the session pool's management endpoint, or use -emulator")
+		return nil, nil, errors.New("set AZURE_POOL_MANAGEMENT_ENDPOINT to the session pool's management endpoint, or use --emulator")
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("credential: %w", err)
+		return nil, nil, fmt.Errorf("credential: DefaultAzureCredential: %w", err)
 	}
-	client, err := azsessions.NewClient(endpoint, cred, opts)
+	client, err := azsessions.NewClient(endpoint, namedCredential{name: "DefaultAzureCredential", cred: cred}, opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -227,6 +227,9 @@ func TestServiceErrorIsToolError(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Contains(t, logs.String(), "tool call failed")
+	require.Contains(t, logs.String(), "level=ERROR")
+	require.Contains(t, logs.String(), "cause_kind=service status=403 error_code=AuthorizationFailed")
+	require.Contains(t, logs.String(), "cause=", "the cause is logged")
 	require.NotContains(t, logs.String(), "secret-session-id")
 	require.NotContains(t, logs.String(), "secret-token")
 }
@@ -270,7 +273,7 @@ func TestRunErrors(t *testing.T) {
 		want string
 	}{
 		{"no backend", nil, nil, "set AZURE_POOL_MANAGEMENT_ENDPOINT"},
-		{"bad local dir", []string{"-local-dir", "/nonexistent/dir"}, nil, "is not a directory"},
+		{"bad local dir", []string{"--local-dir", "/nonexistent/dir"}, nil, "is not a directory"},
 		{"extra args", []string{"foo"}, nil, "unexpected arguments"},
 		{"bad endpoint", nil, map[string]string{"AZURE_POOL_MANAGEMENT_ENDPOINT": "http://insecure.example"}, "https"},
 	}

@@ -48,7 +48,7 @@ func TestRunStdioEmulator(t *testing.T) {
 	var stderr strings.Builder
 	done := make(chan error, 1)
 	go func() {
-		done <- run(t.Context(), []string{"-emulator", "-python", "/usr/bin/python3", "-local-dir", t.TempDir()}, serverR, serverW, &stderr, func(string) string { return "" })
+		done <- run(t.Context(), []string{"--emulator", "--python", "/usr/bin/python3", "--local-dir", t.TempDir()}, serverR, serverW, &stderr, func(string) string { return "" })
 		serverW.Close()
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil).Connect(t.Context(), &mcp.IOTransport{Reader: clientR, Writer: clientW}, nil)

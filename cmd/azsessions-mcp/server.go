@@ -45,7 +45,7 @@ func newServer(client *azsessions.Client, cfg serverConfig, logger *slog.Logger)
 		Instructions: "Tools to run Python code in a sandboxed, stateful session (code_interpreter) and to list its files in /mnt/data (list_files)" +
 			uploadDownloadHint(cfg.Tools.LocalDir) + ".",
 	})
-	conns := &connections{client: client, cfg: cfg, log: logger, bySession: map[*mcp.ServerSession]map[string]tools.Tool{}}
+	conns := &connections{client: client, cfg: cfg, log: logger, bySession: map[*mcp.ServerSession]*connTools{}}
 	// The descriptions and schemas do not depend on the session.
 	for _, t := range tools.New(client.Session("schema-only"), &cfg.Tools) {
 		server.AddTool(&mcp.Tool{
@@ -85,12 +85,19 @@ type connections struct {
 	log    *slog.Logger
 
 	mu        sync.Mutex
-	bySession map[*mcp.ServerSession]map[string]tools.Tool
+	bySession map[*mcp.ServerSession]*connTools
+}
+
+// connTools are the tools of one MCP session and its session identifier
+// (redacted from logs).
+type connTools struct {
+	tools      map[string]tools.Tool
+	identifier string
 }
 
 // toolsFor returns the tools of the MCP session ss, making them (and the
 // code interpreter session) on first use.
-func (c *connections) toolsFor(ss *mcp.ServerSession) map[string]tools.Tool {
+func (c *connections) toolsFor(ss *mcp.ServerSession) *connTools {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m, ok := c.bySession[ss]; ok {
@@ -102,9 +109,9 @@ func (c *connections) toolsFor(ss *mcp.ServerSession) map[string]tools.Tool {
 	} else {
 		session = c.client.NewSession()
 	}
-	m := map[string]tools.Tool{}
+	m := &connTools{tools: map[string]tools.Tool{}, identifier: session.Identifier()}
 	for _, t := range tools.New(session, &c.cfg.Tools) {
-		m[t.Name] = t
+		m.tools[t.Name] = t
 	}
 	if ss == nil {
 		return m // no connection to attach to (not expected)
@@ -128,17 +135,25 @@ func (c *connections) sessions() int {
 
 func (c *connections) handler(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		t := c.toolsFor(req.Session)[name]
+		conn := c.toolsFor(req.Session)
+		t := conn.tools[name]
 		args := ""
 		if req.Params != nil {
 			args = string(req.Params.Arguments)
 		}
+		var images []azsessions.Image
+		ctx = tools.WithImageFunc(ctx, func(img azsessions.Image) { images = append(images, img) })
 		out, err := t.Call(ctx, args)
 		if err != nil {
-			// err's text is short and holds no identifier nor token; its cause may.
-			c.log.Warn("tool call failed", "tool", name, "error", err.Error())
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			// the tool result says what failed and what to do; the log has
+			// the cause, with the identifier and tokens redacted
+			text := logFailure(ctx, c.log, name, err, conn.identifier)
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: out}}}, nil
+		content := []mcp.Content{&mcp.TextContent{Text: out}}
+		for _, img := range images {
+			content = append(content, &mcp.ImageContent{Data: img.Data, MIMEType: tools.ImageMediaType(img.Format)})
+		}
+		return &mcp.CallToolResult{Content: content}, nil
 	}
 }
