@@ -9,7 +9,7 @@ DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pand
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCHTIME ?= 1x
 
-.PHONY: demo test deps vet bench bench-short emulator
+.PHONY: demo test test-inspector deps vet bench bench-short emulator
 
 demo: deps
 	$(GO) run ./examples/quickstart
@@ -19,8 +19,15 @@ test: deps vet
 		echo "== go test -race $$m"; \
 		(cd $$m && AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 15m ./...); \
 	done
+	$(MAKE) test-inspector
 	@echo "== benchmarks compile and run once"
 	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+
+# test-inspector runs the README's `npx @modelcontextprotocol/inspector --cli`
+# commands against the built azsessions-mcp (skipped when npx is missing; the
+# first run downloads the inspector, about 110 MB, within the test's 8-minute bound).
+test-inspector:
+	cd cmd/azsessions-mcp && AZSESSIONS_TEST_INSPECTOR=1 AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 15m -run 'TestInspectorCLI' -v .
 
 vet:
 	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && $(GO) vet ./...); done
