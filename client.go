@@ -507,6 +507,7 @@ func (retryUnauthorizedPolicy) Do(req *policy.Request) (*http.Response, error) {
 // those helpers:
 //
 //	POST executions, POST code/execute   execute.go   executeCreateRequest, executeHandleResponse
+//	POST executions (Shell pools)        shell.go     ExecuteShell: shellBody, then executeCreateRequest (executeParams.body)
 //	GET executions/{id}                   execute.go   getExecutionCreateRequest, getExecutionHandleResponse
 //	POST files, POST files/upload         files.go     uploadFileCreateRequest, uploadFileHandleResponse
 //	GET files                             files.go     listFilesCreateRequest, listFilesHandleResponse

@@ -405,6 +405,9 @@ type executeParams struct {
 	operationID string // "" on the legacy contract
 	// userID says operationID came from ExecuteOptions.OperationID.
 	userID bool
+	// body, when set, is the request body of POST executions instead of
+	// the code's (a Shell execution: shell.go).
+	body any
 }
 
 // checkExecute validates the arguments of Execute and BeginExecute before
@@ -416,10 +419,17 @@ func (s *Session) checkExecute(code string, options *ExecuteOptions) (executePar
 	if strings.TrimSpace(code) == "" {
 		return executeParams{}, errors.New("azsessions: code is empty")
 	}
-	if options.Timeout < 0 || options.Timeout > DefaultExecutionTimeout {
-		return executeParams{}, fmt.Errorf("azsessions: timeout %v is outside 0–%v (the service's cap)", options.Timeout, DefaultExecutionTimeout)
+	return s.checkExecuteOptions(options, DefaultExecutionTimeout, DefaultExecutionTimeout)
+}
+
+// checkExecuteOptions validates the options of an execution request (code
+// or Shell) before any I/O; def is the timeout of a zero Timeout, max the
+// largest allowed.
+func (s *Session) checkExecuteOptions(options *ExecuteOptions, def, max time.Duration) (executeParams, error) {
+	if options.Timeout < 0 || options.Timeout > max {
+		return executeParams{}, fmt.Errorf("azsessions: timeout %v is outside 0–%v (the service's cap)", options.Timeout, max)
 	}
-	p := executeParams{timeout: int32(wire.MaxExecutionSeconds)}
+	p := executeParams{timeout: int32((def + time.Second - 1) / time.Second)}
 	if options.Timeout > 0 {
 		p.timeout = int32((options.Timeout + time.Second - 1) / time.Second)
 	}
@@ -536,7 +546,9 @@ func (s *Session) executeCreateRequest(ctx context.Context, code string, p execu
 	ctx = policy.WithRetryOptions(ctx, retry)
 	var body any
 	route := "executions"
-	if s.client.features.Legacy {
+	if p.body != nil {
+		body = p.body
+	} else if s.client.features.Legacy {
 		route = "code/execute"
 		body = wire.LegacyExecuteRequest{Properties: &wire.LegacyExecuteProperties{
 			CodeInputType: "inline", ExecutionType: "synchronous", Code: code, TimeoutInSeconds: p.timeout,
