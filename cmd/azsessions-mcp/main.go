@@ -18,7 +18,8 @@
 // for their own "-e" option):
 //
 //	--emulator           run code in the embedded emulator instead of a pool
-//	--sandbox MODE       emulator isolation: bwrap (default) or none (no isolation: trusted code only)
+//	--sandbox MODE       emulator isolation: bwrap (default), gvisor (gVisor's user-space
+//	                     kernel: needs runsc and root) or none (no isolation: trusted code only)
 //	--python PATH        emulator interpreter (default /usr/bin/python3, else python3 on PATH)
 //	--session-id ID      use this session for every connection
 //	--local-dir DIR      enable upload_file/download_file inside DIR
