@@ -78,7 +78,16 @@
 //
 // # Adapting to frameworks
 //
-// Each framework needs a few lines; see the package README (tools/README.md)
-// for openai-go, the MCP go-sdk, langchaingo and eino. The MCP server in
-// cmd/azsessions-mcp and the agent in examples/agent use this package.
+// Ready-made adapters, each its own module so that this one pulls in no
+// framework, translate the tools for agent SDKs:
+//
+//	github.com/azsessions/azsessions/adapters/openai       openai-go v3 (Chat Completions and Responses)
+//	github.com/azsessions/azsessions/adapters/anthropic    anthropic-sdk-go v2 (tool_result blocks, image blocks)
+//	github.com/azsessions/azsessions/adapters/langchaingo  langchaingo tools.Tool
+//
+// They use WithImageFunc to attach a call's image to its answer and
+// Tool.StrictParameters for strict schemas. Other frameworks need a few lines
+// (see "Adapting to a framework" in the repository's README for the MCP
+// go-sdk and eino). The MCP server in cmd/azsessions-mcp and the agent in
+// examples/agent use this package.
 package tools
