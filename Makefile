@@ -20,8 +20,8 @@ test: deps vet
 		(cd $$m && AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 15m ./...); \
 	done
 	$(MAKE) test-inspector
-	@echo "== benchmarks compile and run once"
-	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+	@echo "== benchmarks compile and run once (-short: the default preload only)"
+	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -short -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
 
 # test-inspector runs the README's `npx @modelcontextprotocol/inspector --cli`
 # commands against the built azsessions-mcp (skipped when npx is missing; the

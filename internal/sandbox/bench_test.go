@@ -33,7 +33,9 @@ func benchPreloadSets(mode string) []struct {
 	name string
 	mods []string
 } {
-	if mode == ModeGvisor {
+	// gVisor and -short (make test's run-once pass) measure the default
+	// preload only: the other sets cost seconds per run each.
+	if mode == ModeGvisor || testing.Short() {
 		return preloadSets[:1]
 	}
 	return preloadSets
