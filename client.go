@@ -1,7 +1,6 @@
 package azsessions
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -91,6 +90,8 @@ type Client struct {
 	// executeRetry is the retry options of execution requests (each request
 	// sets its own ShouldRetry: sendTracker.shouldRetry).
 	executeRetry policy.RetryOptions
+	// opIDs holds the caller-chosen operation-ids sent (beginExecution).
+	opIDs operationIDs
 }
 
 // NewClient creates a client for the pool management endpoint (the session
@@ -338,19 +339,17 @@ func (c *Client) do(req *policy.Request, ok ...int) (*http.Response, error) {
 // responseError turns a failed answer into an *azcore.ResponseError (an
 // *AuthError for 401 and 403). Its text cannot repeat the session
 // identifier: guardTransport has redacted the body.
+//
+// Every answer the caller treats as an error passes here, whatever its
+// status (a 201 to a GET is an error too, and guardTransport only edits
+// bodies of status 300 and above): its body is redacted (identifier and
+// token, in every encoding) and cut at MaxErrorBodySize before azcore reads
+// it into the error and logs it.
 func (c *Client) responseError(resp *http.Response) error {
-	return wrapAuthError(runtime.NewResponseError(resp))
-}
-
-// redactValue replaces id in body, verbatim and in its URL-escaped forms,
-// with REDACTED.
-func redactValue(body []byte, id string) []byte {
-	for _, form := range []string{id, url.QueryEscape(id), queryEscape(id), url.PathEscape(id)} {
-		if form != "" {
-			body = bytes.ReplaceAll(body, []byte(form), []byte("REDACTED"))
-		}
+	if err := redactErrorResponse(resp, resp.Request); err != nil {
+		return err
 	}
-	return body
+	return wrapAuthError(runtime.NewResponseError(resp))
 }
 
 // MaxResponseSize is the largest response body, in bytes (32 MiB), that the
@@ -442,16 +441,13 @@ func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
 		return nil, &errResponseTooLarge{size: resp.ContentLength, limit: g.limit}
 	}
 	resp.Body = &cappedBody{r: resp.Body, left: g.limit, limit: g.limit}
-	if id := req.URL.Query().Get("identifier"); id != "" && resp.StatusCode >= 300 {
-		// an error body that echoes the identifier (in a message, or in a
-		// redirect page's link) must not carry it into errors and logs
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
+	if resp.StatusCode >= 300 {
+		// an error body that echoes the identifier or the token (in a
+		// message, or in a redirect page's link) must not carry them into
+		// errors and logs, and is kept only up to MaxErrorBodySize
+		if err := redactErrorResponse(resp, req); err != nil {
 			return nil, err
 		}
-		resp.Body = io.NopCloser(bytes.NewReader(redactValue(body, id)))
-		resp.ContentLength = -1
 	}
 	return resp, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -262,10 +263,15 @@ type ExecuteOptions struct {
 	// OperationID sets the execution's id, sent as the operation-id header on
 	// the executions contract (2024-10-02-preview and later); empty means a
 	// fresh UUID. It must be printable ASCII without spaces, at most 128
-	// bytes. A caller-chosen id is first looked up (GET executions/{id}): an
-	// id the session already knows is refused with an error wrapping
-	// ErrOperationIDInUse, because the service's record cannot tell whose code
-	// it ran. To wait for an earlier execution use Session.ResumeExecution.
+	// bytes. It is not an idempotency key: sending code again under the same
+	// id is refused. An id this Client has already sent for the session
+	// (whatever the outcome, even ErrExecutionOutcomeUnknown, and while
+	// another call with it is in flight) is refused before any I/O with an
+	// error wrapping ErrOperationIDInUse, unless its POST was refused with a
+	// 4xx (nothing ran); an id the service already knows (GET
+	// executions/{id}, asked first) is refused the same way, because the
+	// service's record cannot tell whose code it ran. To wait for or read an
+	// earlier execution use Session.ResumeExecution or Session.GetExecution.
 	// Ignored on the legacy api-versions.
 	OperationID string
 }
@@ -277,17 +283,17 @@ type ExecuteResponse struct {
 
 // ErrExecutionOutcomeUnknown is matched (errors.Is) by the error Execute and
 // BeginExecute return when the request may have reached the service but the
-// client cannot tell whether the code ran: the answer was lost (a reset
-// connection, a per-try timeout, a 500/502/503/504 after the request was
-// sent, a cut body) and the execution could not be found by its operation-id,
-// or ctx ended first. The error is an *ExecutionOutcomeUnknownError carrying
+// client cannot tell whether the code ran: the answer was lost or unusable
+// (a reset connection or HTTP/2 stream, a per-try timeout, any 5xx, a 408,
+// a 3xx, a 2xx other than 200 and 202, a cut or malformed body) and the
+// execution could not be found by its operation-id, or ctx ended first. The error is an *ExecutionOutcomeUnknownError carrying
 // the operation-id. Sending the code again could run it twice; the caller
 // decides (see ExecutionOutcomeUnknownError).
 var ErrExecutionOutcomeUnknown = errors.New("azsessions: the code may or may not have run")
 
 // ErrOperationIDInUse is wrapped by the error Execute and BeginExecute return,
 // before sending the code, when ExecuteOptions.OperationID names an execution
-// the session already has.
+// the session already has, or one this Client already sent for the session.
 var ErrOperationIDInUse = errors.New("azsessions: the operation-id names an existing execution")
 
 // ExecutionOutcomeUnknownError is the error of an execution whose outcome the
@@ -515,13 +521,41 @@ func checkOperationID(id string) error {
 // beginExecution validates nothing (checkExecute did), sends the execution
 // request once (see the design above) and returns a poller whose state is
 // the first one the service reported.
-func (s *Session) beginExecution(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (*runtime.Poller[ExecuteResponse], error) {
+func (s *Session) beginExecution(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (_ *runtime.Poller[ExecuteResponse], err error) {
 	if p.userID {
+		// Claimed before any I/O, released only when nothing was sent
+		// (see operationIDs).
+		if !s.client.opIDs.claim(s.identifier, p.operationID) {
+			return nil, fmt.Errorf("%w: OperationID %s was already sent by this client for this session (use Session.ResumeExecution or Session.GetExecution to follow it, or a new id for new code)", ErrOperationIDInUse, p.operationID)
+		}
+		sent := false
+		defer func() {
+			if err != nil && !sent {
+				s.client.opIDs.release(s.identifier, p.operationID)
+			}
+		}()
 		if _, found, err := s.lookupExecution(ctx, p.operationID); err != nil {
 			return nil, fmt.Errorf("azsessions: checking that OperationID %s is unused: %w", p.operationID, err)
 		} else if found {
 			return nil, fmt.Errorf("%w: OperationID %s (use Session.ResumeExecution or Session.GetExecution to follow it, or a new id for new code)", ErrOperationIDInUse, p.operationID)
 		}
+		req, tracker, err := s.executeCreateRequest(ctx, code, p, options, executionType)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := s.client.internal.Pipeline().Do(req)
+		// a 4xx refusal (other than 408) proves the code did not run: the id
+		// may be used again; anything else keeps it claimed
+		if err != nil {
+			sent = tracker.maybeSent() && !notSent(err)
+		} else {
+			sent = ambiguousStatus(resp.StatusCode)
+		}
+		state, err := s.executeHandleResponse(ctx, resp, err, tracker, p)
+		if err != nil {
+			return nil, err
+		}
+		return s.newExecutionPoller(p.operationID, int(options.OutputStreamsMaxLength), p.timeout, state)
 	}
 	req, tracker, err := s.executeCreateRequest(ctx, code, p, options, executionType)
 	if err != nil {
@@ -533,6 +567,53 @@ func (s *Session) beginExecution(ctx context.Context, code string, p executePara
 		return nil, err
 	}
 	return s.newExecutionPoller(p.operationID, int(options.OutputStreamsMaxLength), p.timeout, state)
+}
+
+// operationIDs remembers, per session identifier, the caller-chosen
+// operation-ids this Client has sent or is sending (Execute, BeginExecute).
+//
+// The service's record (GET executions/{id}) cannot prove that an id is
+// unused: after a lost answer or a gateway's 504 the first POST may still be
+// travelling or queued, and the look-up answers 404 until it is recorded.
+// So the client refuses, before any I/O, an OperationID it has already sent
+// for the session, whatever the look-up says. The interleavings covered:
+//
+//   - two concurrent calls with one id: the second finds the claim of the
+//     first (taken before the first call's look-up) and is refused;
+//   - a call after ErrExecutionOutcomeUnknown with the same id (an
+//     idempotency key used as a retry): refused, the first POST may be
+//     alive; Session.ResumeExecution or Session.GetExecution follow it;
+//   - a call after a finished execution: refused here, and by the look-up
+//     in another Client or process;
+//   - a call after a failure that proves nothing was sent or run (bad
+//     input, the pre-check failed, a 4xx refusal, nothing left the
+//     machine): the claim is released and the id may be used again.
+//
+// Generated ids (fresh UUIDv4s) are not kept. The set grows by one entry
+// per caller-chosen id sent; it lives as long as the Client.
+type operationIDs struct {
+	mu   sync.Mutex
+	sent map[string]struct{}
+}
+
+func (o *operationIDs) claim(identifier, id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := identifier + "\x00" + id
+	if _, ok := o.sent[k]; ok {
+		return false
+	}
+	if o.sent == nil {
+		o.sent = map[string]struct{}{}
+	}
+	o.sent[k] = struct{}{}
+	return true
+}
+
+func (o *operationIDs) release(identifier, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.sent, identifier+"\x00"+id)
 }
 
 // executeCreateRequest builds POST executions (flat body, operation-id
@@ -585,7 +666,8 @@ func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response
 			return wire.ExecuteResponse{}, err // nothing left: the code did not run
 		}
 	case !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted):
-		// only the status decides: a 4xx (or an exhausted 429) proves nothing ran
+		// only the status decides: a 4xx other than 408 (or an exhausted
+		// 429) proves nothing ran; anything else may follow a run
 		err = s.client.responseError(resp)
 		if !ambiguousStatus(resp.StatusCode) {
 			return wire.ExecuteResponse{}, err
@@ -628,14 +710,21 @@ func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response
 	return w, nil
 }
 
-// ambiguousStatus reports whether an answer with this status may come after
-// the code ran (a gateway's or the service's failure after receiving it).
+// ambiguousStatus reports whether an answer with this status to an
+// execution request may come after the code ran. Only a 4xx other than 408
+// is a refusal before the code was looked at (bad input, auth, not found,
+// conflict, an exhausted 429). Everything else is ambiguous:
+//
+//   - every 5xx, not only 500/502/503/504: gateways answer 520–527 (524: the
+//     origin accepted the request and is still working on it), 598/599 and
+//     others after forwarding the request;
+//   - 408: a gateway's timeout while the backend may have it;
+//   - a 2xx other than 200 and 202 (201, 203, 204, ...): the request was
+//     accepted by something, and the execution may have run;
+//   - a 3xx (not followed: guardTransport): a 303 says the POST was processed;
+//   - a status outside 100–599.
 func ambiguousStatus(status int) bool {
-	switch status {
-	case http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
+	return status == http.StatusRequestTimeout || status < 400 || status >= 500
 }
 
 // shouldRetry is the ShouldRetry of an execution request: only answers
@@ -710,7 +799,20 @@ func (sendTrackerPolicy) Do(req *policy.Request) (*http.Response, error) {
 			}
 		},
 	})
-	resp, err := req.WithContext(ctx).Next()
+	try := req.WithContext(ctx)
+	// The transport must not re-send the body by itself: net/http's HTTP/2
+	// client replays a request whose stream the peer reset (PROTOCOL_ERROR,
+	// REFUSED_STREAM) or after a GOAWAY when GetBody is set, which azcore
+	// does for every body, and none of those re-sends would pass through
+	// the retry policy or this tracker: a server that ran the code and then
+	// reset the stream would run it again. Without GetBody it replays only
+	// a request whose body it has not started to send
+	// (errClientConnUnusable) and returns every other failure, which is
+	// then ambiguous as any lost answer. The same holds for http.Client's
+	// 307/308 handling. azcore's own retries rewind the body without
+	// GetBody (policy.Request.RewindBody).
+	try.Raw().GetBody = nil
+	resp, err := try.Next()
 	t.sent.Store(err != nil && (wrote.Load() || !gotConn.Load()))
 	return resp, err
 }

@@ -1,0 +1,594 @@
+package azsessions
+
+// Attacks on the client's promises (the red-team findings against main
+// 000e01f, branch redclient): code never runs twice; the token and the
+// identifier never leak; a hostile server cannot take the memory or hang
+// a call for ever; bad input is refused before any I/O. Each test failed
+// before the defense it names.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
+	"github.com/stretchr/testify/require"
+)
+
+// attackLog captures azcore's log output for one test.
+func attackLog(t *testing.T) func() string {
+	var mu sync.Mutex
+	var b strings.Builder
+	azlog.SetListener(func(ev azlog.Event, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		b.WriteString(string(ev) + ": " + msg + "\n")
+	})
+	t.Cleanup(func() { azlog.SetListener(nil) })
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return b.String()
+	}
+}
+
+// succeededFor is a finished execution answer for operation-id id.
+func succeededFor(id string) []byte {
+	return []byte(`{"id":"` + id + `","identifier":"x","status":"Succeeded","result":{"stdout":"ran\n","stderr":"","executionResult":"","executionTimeInMilliseconds":1}}`)
+}
+
+// rawH2Server speaks just enough HTTP/2 over TLS (ALPN h2) to count
+// request bodies that arrived whole (a DATA frame with END_STREAM: the
+// server got the complete execution request and "runs" it) and answer each
+// stream with answer(n), n counting from 1.
+type rawH2Server struct {
+	ln      net.Listener
+	runs    atomic.Int32
+	wg      sync.WaitGroup
+	answer  func(n int32) (rstCode uint32, body []byte)
+	tlsConf *tls.Config
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func writeFrame(w io.Writer, typ, flags byte, stream uint32, payload []byte) error {
+	var h [9]byte
+	h[0], h[1], h[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	h[3], h[4] = typ, flags
+	binary.BigEndian.PutUint32(h[5:], stream&0x7fffffff)
+	_, err := w.Write(append(h[:], payload...))
+	return err
+}
+
+func (s *rawH2Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer c.Close()
+	r := bufio.NewReader(c)
+	preface := make([]byte, 24)
+	if _, err := io.ReadFull(r, preface); err != nil {
+		return
+	}
+	var wmu sync.Mutex
+	write := func(typ, flags byte, stream uint32, p []byte) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = writeFrame(c, typ, flags, stream, p)
+	}
+	write(4, 0, 0, nil) // SETTINGS
+	for {
+		var h [9]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return
+		}
+		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		typ, flags := h[3], h[4]
+		stream := binary.BigEndian.Uint32(h[5:]) & 0x7fffffff
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return
+		}
+		switch typ {
+		case 4: // SETTINGS
+			if flags&1 == 0 {
+				write(4, 1, 0, nil)
+			}
+		case 6: // PING
+			if flags&1 == 0 {
+				write(6, 1, 0, payload)
+			}
+		case 1: // HEADERS
+			if flags&1 != 0 { // END_STREAM: a request without a body (the look-up GET)
+				write(1, 4, stream, []byte{0x8d}) // :status 404, END_HEADERS
+				write(0, 1, stream, []byte(`{"error":{"code":"ExecutionNotFound","message":"no execution with this id"}}`))
+			}
+		case 0: // DATA
+			if flags&1 != 0 { // END_STREAM: the whole request body is here
+				k := s.runs.Add(1)
+				rst, body := s.answer(k)
+				if rst != 0 {
+					var p [4]byte
+					binary.BigEndian.PutUint32(p[:], rst)
+					write(3, 0, stream, p[:]) // RST_STREAM
+					continue
+				}
+				write(1, 4, stream, []byte{0x88}) // HEADERS :status 200, END_HEADERS
+				write(0, 1, stream, body)         // DATA, END_STREAM
+			}
+		}
+	}
+}
+
+func startRawH2(t *testing.T, answer func(n int32) (uint32, []byte)) (*rawH2Server, *http.Client, string) {
+	// borrow httptest's certificate and a client that trusts it and speaks h2
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	client := ts.Client()
+	s := &rawH2Server{answer: answer, tlsConf: &tls.Config{Certificates: ts.TLS.Certificates, NextProtos: []string{"h2"}}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s.ln = tls.NewListener(ln, s.tlsConf)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := s.ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go s.serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		s.ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		client.CloseIdleConnections()
+		ts.Close()
+	})
+	return s, client, "https://" + ln.Addr().String() + poolPath
+}
+
+// TestExecuteH2StreamResetNotResent (finding 1): the service (or an HTTP/2
+// proxy) gets the whole POST executions, runs the code, then resets the
+// stream. net/http's HTTP/2 client replays such a request by itself when
+// GetBody is set (azcore sets it for every body); sendTrackerPolicy clears
+// it for execution requests, so the code runs once and the outcome is
+// unknown (the look-up answers 404).
+func TestExecuteH2StreamResetNotResent(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   uint32
+		resets int32
+	}{{"PROTOCOL_ERROR", 0x1, 1}, {"PROTOCOL_ERROR twice", 0x1, 2}, {"REFUSED_STREAM after running", 0x7, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, hc, endpoint := startRawH2(t, func(n int32) (uint32, []byte) {
+				if n <= tc.resets {
+					return tc.code, nil // ran it, then the stream is reset
+				}
+				return 0, succeededFor("x")
+			})
+			co := &ClientOptions{}
+			co.Transport = hc
+			c, err := NewClientWithNoCredential(endpoint, co)
+			require.NoError(t, err)
+			_, err = c.Session(testIdentifier).Execute(context.Background(), "launch_missiles()", nil)
+			require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+			require.Equal(t, int32(1), srv.runs.Load(), "the code reached the server (and ran) %d times", srv.runs.Load())
+		})
+	}
+}
+
+// TestExecuteOperationIDNotResent (finding 2): a caller-chosen OperationID
+// this Client already sent for the session is refused before any I/O,
+// whatever the service's record says: after ErrExecutionOutcomeUnknown (a
+// gateway 504; the backend records the first POST only later), and while
+// another call with the same id is in flight. An id whose POST was refused
+// with a 4xx (nothing ran) may be used again.
+func TestExecuteOperationIDNotResent(t *testing.T) {
+	t.Run("after an unknown outcome", func(t *testing.T) {
+		b := newSlowBackend()
+		p := setup(t, APIVersion20251002Preview)
+		var mu sync.Mutex
+		var pending []string
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			b.posts.Add(1)
+			mu.Lock()
+			pending = append(pending, r.Header.Get("operation-id")) // the backend will run it
+			mu.Unlock()
+			writeError(w, http.StatusGatewayTimeout, "GatewayTimeout", "the backend did not answer in time")
+		})
+		p.handle("GET /executions/{id}", b.lookup)
+		sess := p.client.Session(testIdentifier)
+		opts := &ExecuteOptions{OperationID: "job-42"}
+		_, err := sess.Execute(context.Background(), "charge_card()", opts)
+		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+		before := p.count()
+		_, err = sess.Execute(context.Background(), "charge_card()", opts)
+		require.ErrorIs(t, err, ErrOperationIDInUse)
+		require.Equal(t, before, p.count(), "refused before any I/O")
+		_, err = p.client.Session(testIdentifier).BeginExecute(context.Background(), "charge_card()", &BeginExecuteOptions{ExecuteOptions: *opts})
+		require.ErrorIs(t, err, ErrOperationIDInUse, "another Session value of the same identifier")
+		mu.Lock()
+		for _, id := range pending { // the slow backend finishes what it got
+			b.record(id)
+		}
+		mu.Unlock()
+		require.Equal(t, 1, b.totalRuns(), "charge_card() ran %d times (POSTs: %d)", b.totalRuns(), b.posts.Load())
+		got, err := sess.GetExecution(context.Background(), "job-42", nil)
+		require.NoError(t, err, "the execution is followed by its id")
+		require.Equal(t, "ran\n", got.Stdout)
+	})
+	t.Run("concurrent calls", func(t *testing.T) {
+		p := setup(t, APIVersion20251002Preview)
+		var posts atomic.Int32
+		arrived, gate := make(chan struct{}), make(chan struct{})
+		var gets atomic.Int32
+		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			if gets.Add(1) == 1 {
+				close(arrived)
+				<-gate // the first pre-check waits until the second call is over
+			}
+			writeError(w, http.StatusNotFound, "ExecutionNotFound", "no execution with this id")
+		})
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			posts.Add(1)
+			writeJSON(w, http.StatusOK, succeededFor(r.Header.Get("operation-id")))
+		})
+		first := make(chan error, 1)
+		go func() {
+			_, err := p.client.Session(testIdentifier).Execute(context.Background(), "charge_card()", &ExecuteOptions{OperationID: "job-7"})
+			first <- err
+		}()
+		<-arrived // the first call's pre-check is in flight
+		var once sync.Once
+		release := func() { once.Do(func() { close(gate) }) }
+		t.Cleanup(release) // before the server's Close, also when the test fails
+		_, err := p.client.Session(testIdentifier).Execute(context.Background(), "charge_card()", &ExecuteOptions{OperationID: "job-7"})
+		require.ErrorIs(t, err, ErrOperationIDInUse)
+		release()
+		require.NoError(t, <-first)
+		require.Equal(t, int32(1), posts.Load(), "the same operation-id was POSTed %d times", posts.Load())
+		require.Equal(t, 1, p.requestsTo("GET", "/executions/job-7"))
+	})
+	t.Run("reusable after a refusal", func(t *testing.T) {
+		p := setup(t, APIVersion20251002Preview)
+		var posts atomic.Int32
+		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "ExecutionNotFound", "no execution with this id")
+		})
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			if posts.Add(1) == 1 {
+				writeError(w, http.StatusBadRequest, "InvalidRequest", "refused")
+				return
+			}
+			writeJSON(w, http.StatusOK, succeededFor(r.Header.Get("operation-id")))
+		})
+		sess := p.client.Session(testIdentifier)
+		opts := &ExecuteOptions{OperationID: "job-9"}
+		_, err := sess.Execute(context.Background(), "x", opts)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrExecutionOutcomeUnknown)
+		resp, err := sess.Execute(context.Background(), "x", opts)
+		require.NoError(t, err)
+		require.Equal(t, "ran\n", resp.Stdout)
+		require.Equal(t, int32(2), posts.Load())
+	})
+}
+
+// TestExecuteAmbiguousStatusesLookedUp (findings 3, 4, 7): every answer to
+// POST executions that may follow a run is ambiguous: any 5xx (gateways
+// answer 520, 524, 599 after forwarding the request), 408, a 2xx other than
+// 200/202, a 3xx. The client looks the execution up and, without a record,
+// returns ErrExecutionOutcomeUnknown; it never sends again, and the error
+// and the log do not repeat the identifier the body echoes, whatever the
+// status. A 4xx other than 408 is a plain error: nothing ran.
+func TestExecuteAmbiguousStatusesLookedUp(t *testing.T) {
+	const id = "secretIdentifierXYZ"
+	for _, tc := range []struct {
+		status  int
+		unknown bool
+	}{
+		{520, true}, {524, true}, {599, true}, {501, true}, {505, true},
+		{http.StatusCreated, true}, {http.StatusNonAuthoritativeInfo, true}, {http.StatusNoContent, true},
+		{http.StatusSeeOther, true}, {http.StatusRequestTimeout, true},
+		{http.StatusBadRequest, false}, {http.StatusConflict, false}, {http.StatusUnprocessableEntity, false},
+	} {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			logged := attackLog(t)
+			p := setup(t, APIVersion20251002Preview, withCredential())
+			var ran atomic.Int32
+			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+				ran.Add(1) // the origin got it and runs it; the gateway gives up
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				if tc.status != http.StatusNoContent {
+					_, _ = io.WriteString(w, `{"id":"`+r.Header.Get("operation-id")+`","identifier":"`+r.URL.Query().Get("identifier")+`","status":"Succeeded"}`)
+				}
+			})
+			p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+				writeError(w, http.StatusNotFound, "ExecutionNotFound", "not recorded yet")
+			})
+			_, err := p.client.Session(id).Execute(context.Background(), "charge_card()", nil)
+			require.Error(t, err)
+			require.Equal(t, int32(1), ran.Load())
+			if tc.unknown {
+				require.ErrorIs(t, err, ErrExecutionOutcomeUnknown, "a %d may follow a run: %v", tc.status, err)
+				require.Equal(t, 1, p.lookups(), "looked up once")
+			} else {
+				require.NotErrorIs(t, err, ErrExecutionOutcomeUnknown)
+				var re *azcore.ResponseError
+				require.ErrorAs(t, err, &re)
+				require.Equal(t, tc.status, re.StatusCode)
+			}
+			require.NotContains(t, err.Error(), id, "identifier in the error text")
+			require.NotContains(t, logged(), id, "identifier in the log")
+		})
+	}
+}
+
+// lookups counts the GET executions/{id} requests seen.
+func (p *fakePool) lookups() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.seen {
+		if strings.HasPrefix(s, "GET /executions/") {
+			n++
+		}
+	}
+	return n
+}
+
+// attackSecretID is a valid identifier (every api-version's rule allows +
+// and ') that JSON encoders such as .NET's System.Text.Json write as \u002B
+// and \u0027.
+const attackSecretID = "Red+Secret'Id4711"
+
+// TestErrorBodiesRedacted (findings 7, 8, 11): an error body never brings
+// the identifier or the bearer token into err.Error() or azcore's log:
+// not for a 2xx the caller treats as an error, not JSON-escaped (\u002B,
+// \u0027, lower-case hex), URL-escaped or as an HTML character reference,
+// not a token the gateway quotes.
+func TestErrorBodiesRedacted(t *testing.T) {
+	jsonEsc := strings.NewReplacer("+", `\u002B`, "'", `\u0027`)
+	jsonEscLower := strings.NewReplacer("+", `\u002b`, "'", `\u0027`)
+	htmlEsc := strings.NewReplacer("+", `&#43;`, "'", `&#x27;`)
+	for _, tc := range []struct {
+		name   string
+		route  string
+		status int
+		body   func(r *http.Request) string
+		call   func(s *Session) error
+		secret string
+	}{
+		{"GetSession 201 echo", "GET /session", http.StatusCreated, func(r *http.Request) string {
+			return `{"identifier":"` + r.URL.Query().Get("identifier") + `"}`
+		}, func(s *Session) error { _, err := s.Get(context.Background(), nil); return err }, attackSecretID},
+		{"JSON-escaped identifier", "GET /files/{name}", http.StatusNotFound, func(r *http.Request) string {
+			return `{"error":{"code":"FileNotFound","message":"File x.txt not found in session ` + jsonEsc.Replace(r.URL.Query().Get("identifier")) + `"}}`
+		}, func(s *Session) error { _, err := s.GetFile(context.Background(), "x.txt", nil); return err }, jsonEsc.Replace(attackSecretID)},
+		{"JSON-escaped identifier, lower-case hex", "GET /files/{name}", http.StatusBadRequest, func(r *http.Request) string {
+			return `{"error":{"code":"Bad","message":"` + jsonEscLower.Replace(r.URL.Query().Get("identifier")) + `"}}`
+		}, func(s *Session) error { _, err := s.GetFile(context.Background(), "x.txt", nil); return err }, jsonEscLower.Replace(attackSecretID)},
+		{"HTML character references", "GET /files/{name}", http.StatusBadGateway, func(r *http.Request) string {
+			return `<html>session ` + htmlEsc.Replace(r.URL.Query().Get("identifier")) + `</html>`
+		}, func(s *Session) error { _, err := s.GetFile(context.Background(), "x.txt", nil); return err }, htmlEsc.Replace(attackSecretID)},
+		{"token echoed in a 401", "GET /files/{name}", http.StatusUnauthorized, func(r *http.Request) string {
+			return `{"error":{"code":"InvalidAuthenticationToken","message":"the access token '` + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + `' is expired"}}`
+		}, func(s *Session) error { _, err := s.GetFile(context.Background(), "x.txt", nil); return err }, fakeToken},
+		{"token echoed in a 400", "GET /files/{name}", http.StatusBadRequest, func(r *http.Request) string {
+			return `{"error":{"code":"Bad","message":"got Authorization: ` + r.Header.Get("Authorization") + `"}}`
+		}, func(s *Session) error { _, err := s.GetFile(context.Background(), "x.txt", nil); return err }, fakeToken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logged := attackLog(t)
+			p := setup(t, APIVersion20251002Preview, withCredential(), withOptions(func(o *ClientOptions) { o.Retry.MaxRetries = -1 }))
+			p.handle(tc.route, func(w http.ResponseWriter, r *http.Request) {
+				require.Equal(t, attackSecretID, r.URL.Query().Get("identifier"))
+				writeJSON(w, tc.status, []byte(tc.body(r)))
+			})
+			err := tc.call(p.client.Session(attackSecretID))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "REDACTED", "the body is kept, redacted")
+			for _, s := range []string{tc.secret, attackSecretID, fakeToken} {
+				require.NotContains(t, err.Error(), s, "secret in the error text")
+				require.NotContains(t, logged(), s, "secret in the log")
+			}
+		})
+	}
+}
+
+// TestExecuteOnePOSTWhateverTheAnswer: the execution is POSTed once per call
+// whatever the answer (only a 429 proves nothing ran), and every lost or
+// unusable answer is ErrExecutionOutcomeUnknown.
+func TestExecuteOnePOSTWhateverTheAnswer(t *testing.T) {
+	hijackClose := func(w http.ResponseWriter) {
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}
+	cases := []struct {
+		name  string
+		posts int32
+		post  func(w http.ResponseWriter, r *http.Request)
+		look  func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"502 no body", 1, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }, nil},
+		{"503 html", 1, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(503)
+			_, _ = io.WriteString(w, "<html>busy</html>")
+		}, nil},
+		{"504 envelope", 1, func(w http.ResponseWriter, r *http.Request) { writeError(w, 504, "GatewayTimeout", "slow") }, nil},
+		{"reset after body", 1, func(w http.ResponseWriter, r *http.Request) { hijackClose(w) }, nil},
+		{"200 empty", 1, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, nil) }, nil},
+		{"200 null", 1, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte("null")) }, nil},
+		{"200 {}", 1, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte("{}")) }, nil},
+		{"200 malformed", 1, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte(`{"status":"Succ`)) }, nil},
+		{"200 cut body", 1, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "500")
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"status":"Succeeded"`)
+			w.(http.Flusher).Flush()
+			hijackClose(w)
+		}, nil},
+		{"200 33 MiB chunked", 1, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, `{"status":"Succeeded","x":"`)
+			chunk := []byte(strings.Repeat("a", 1<<20))
+			for i := 0; i < 34; i++ {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}, nil},
+		{"429 garbage Retry-After then 504", 2, func() func(w http.ResponseWriter, r *http.Request) {
+			var n atomic.Int32
+			return func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					w.Header().Set("Retry-After", "soon-ish")
+					writeError(w, 429, "TooManyRequests", "slow down")
+					return
+				}
+				writeError(w, 504, "GatewayTimeout", "slow")
+			}
+		}(), nil},
+		{"404 html lookup", 1, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(404)
+			_, _ = io.WriteString(w, "<html>not found</html>")
+		}},
+		{"lookup resets", 1, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }, func(w http.ResponseWriter, r *http.Request) { hijackClose(w) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := setup(t, APIVersion20251002Preview, withCredential())
+			var posts atomic.Int32
+			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				posts.Add(1)
+				tc.post(w, r)
+			})
+			look := tc.look
+			if look == nil {
+				look = func(w http.ResponseWriter, r *http.Request) { writeError(w, 404, "ExecutionNotFound", "no") }
+			}
+			p.handle("GET /executions/{id}", look)
+			_, err := p.client.Session(testIdentifier).Execute(context.Background(), "print(1)", nil)
+			require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+			require.Equal(t, tc.posts, posts.Load())
+		})
+	}
+}
+
+// TestExecuteConcurrentSessionExactlyOnce: 24 goroutines share one Session;
+// the service loses every third answer after running the code. Each
+// operation-id runs once; -race finds nothing.
+func TestExecuteConcurrentSessionExactlyOnce(t *testing.T) {
+	p := setup(t, APIVersion20251002Preview)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	var n atomic.Int32
+	p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("operation-id")
+		mu.Lock()
+		runs[id]++
+		mu.Unlock()
+		if n.Add(1)%3 == 0 {
+			writeError(w, 504, "GatewayTimeout", "lost")
+			return
+		}
+		writeJSON(w, 200, succeededFor(id))
+	})
+	p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, succeededFor(r.PathValue("id")))
+	})
+	p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte(`{"value":[]}`)) })
+	sess := p.client.Session(testIdentifier)
+	var wg sync.WaitGroup
+	for i := 0; i < 24; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := sess.Execute(context.Background(), fmt.Sprint("print(", i, ")"), nil)
+			require.NoError(t, err)
+			for _, err := range sess.Files(context.Background(), nil) {
+				require.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, runs, 24)
+	for id, k := range runs {
+		require.Equal(t, 1, k, id)
+	}
+}
+
+// TestExecuteResetOnReusedConnectionNotResent: the POST goes out on a
+// kept-alive connection; the server reads the whole body and closes the
+// connection without answering. It is not sent again (net/http does not
+// replay a POST on HTTP/1, and the tracker saw it written).
+func TestExecuteResetOnReusedConnectionNotResent(t *testing.T) {
+	p := setup(t, APIVersion20251002Preview, withCredential())
+	var posts atomic.Int32
+	p.handle("GET /metadata", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte(`{}`)) })
+	p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts.Add(1)
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	})
+	p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) { writeError(w, 404, "ExecutionNotFound", "no") })
+	_, err := p.client.GetMetadata(context.Background(), nil) // leaves an idle connection
+	require.NoError(t, err)
+	_, err = p.client.Session(testIdentifier).Execute(context.Background(), "print(1)", nil)
+	require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+	require.Equal(t, int32(1), posts.Load())
+}
+
+// TestExecuteOperationLocationIgnored: a 202 whose Operation-Location
+// points at another host. The poller GETs executions/{the operation-id it
+// sent} on the endpoint; the other host gets nothing.
+func TestExecuteOperationLocationIgnored(t *testing.T) {
+	evil := startEvil(t, true)
+	p := setup(t, APIVersion20251002Preview, withCredential())
+	var sent string
+	p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+		sent = r.Header.Get("operation-id")
+		writeJSON(w, http.StatusAccepted, []byte(`{"id":"`+sent+`","identifier":"x","status":"Running"}`),
+			"Operation-Location", evil.srv.URL+"/executions/steal", "Retry-After", "0")
+	})
+	p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, sent, r.PathValue("id"))
+		writeJSON(w, 200, succeededFor(sent))
+	})
+	resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "print(1)", nil)
+	require.NoError(t, err)
+	require.Equal(t, "ran\n", resp.Stdout)
+	require.Zero(t, evil.requests.Load())
+}
