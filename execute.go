@@ -86,8 +86,10 @@ type Execution struct {
 	Stdout, Stderr string
 	// Result is the raw JSON of the last expression's value (legacy "result",
 	// new "executionResult"): a number, a string ("" when the code has no last
-	// expression; "nan" for NaN), null for None, or an object such as an image
-	// (see Image). Nil while an execution is running.
+	// expression), null for None and for a float NaN (as the spec example
+	// CodeExecution_Execute_Result_NaN_and_None shows; "nan" with
+	// ExecuteOptions.ReturnJupyterFormatExecutionResult), or an object such
+	// as an image (see Image). Nil while an execution is running.
 	Result json.RawMessage
 	// ExecutionTime is how long the code ran, as the service measured it
 	// (millisecond resolution; zero while running).
@@ -260,6 +262,15 @@ type ExecuteOptions struct {
 	// (api-version 2025-10-02-preview; other versions give ErrUnsupported).
 	// Zero means the service default (4096).
 	OutputStreamsMaxLength int32
+	// ReturnJupyterFormatExecutionResult asks for the value of the last
+	// expression in the Jupyter kernel's text/plain form, sent as the request
+	// field returnJupyterFormatExecutionResult (api-version
+	// 2025-10-02-preview; other versions give ErrUnsupported before any
+	// I/O): a string comes back with its quotes ("'nan'" for the string
+	// "nan", see the spec example
+	// CodeExecution_Execute_Result_StringNaN_JupyterFormat.json), a float NaN
+	// as "nan", None still as null. Python pools only.
+	ReturnJupyterFormatExecutionResult bool
 	// OperationID sets the execution's id, sent as the operation-id header on
 	// the executions contract (2024-10-02-preview and later); empty means a
 	// fresh UUID. It must be printable ASCII without spaces, at most 128
@@ -444,6 +455,9 @@ func (s *Session) checkExecuteOptions(options *ExecuteOptions, def, max time.Dur
 	}
 	if options.OutputStreamsMaxLength > 0 && !s.client.features.OutputStreamsMaxLength {
 		return executeParams{}, fmt.Errorf("%w: OutputStreamsMaxLength needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+	}
+	if options.ReturnJupyterFormatExecutionResult && !s.client.features.ExecutionOptions {
+		return executeParams{}, fmt.Errorf("%w: ReturnJupyterFormatExecutionResult needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
 	}
 	if s.client.features.Legacy {
 		return p, nil
@@ -638,6 +652,10 @@ func (s *Session) executeCreateRequest(ctx context.Context, code string, p execu
 		b := wire.ExecuteRequest{CodeInputType: wire.CodeInputInline, ExecutionType: executionType, Code: code, TimeoutInSeconds: p.timeout}
 		if options.OutputStreamsMaxLength > 0 {
 			b.OutputStreamsMaxLength = &options.OutputStreamsMaxLength
+		}
+		if options.ReturnJupyterFormatExecutionResult {
+			jupyter := true
+			b.ReturnJupyterFormatExecutionResult = &jupyter
 		}
 		body = b
 	}

@@ -6,8 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"maps"
 
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -743,6 +746,54 @@ func TestExecuteLookup404Codes(t *testing.T) {
 			} else {
 				require.ErrorContains(t, err, "looking the execution up")
 			}
+		})
+	}
+}
+
+// TestExecuteJupyterFormatSpecExamples sends each spec example that sets
+// returnJupyterFormatExecutionResult and checks the request body the client
+// writes against the example's codeExecutionRequest, read as data, and the
+// decoded result against the example's response.
+func TestExecuteJupyterFormatSpecExamples(t *testing.T) {
+	for _, name := range []string{"CodeExecution_Execute_Result_StringNaN_JupyterFormat", "CodeExecution_Execute_Result_NaN_JupyterFormat"} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", "examples", "spec", "2025-10-02-preview", name+".json"))
+			require.NoError(t, err)
+			var ex struct {
+				Parameters struct {
+					Request map[string]any `json:"codeExecutionRequest"`
+				} `json:"parameters"`
+				Responses map[string]struct {
+					Body json.RawMessage `json:"body"`
+				} `json:"responses"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &ex))
+			p := setup(t, APIVersion20251002Preview)
+			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+				var req map[string]any
+				assert.NoError(t, jsonDecode(r.Body, &req))
+				// The client spells the enums in lower case; the service
+				// reads them case-insensitively (other examples use both).
+				for _, k := range []string{"codeInputType", "executionType"} {
+					assert.True(t, strings.EqualFold(ex.Parameters.Request[k].(string), req[k].(string)), k)
+					delete(req, k)
+				}
+				want := maps.Clone(ex.Parameters.Request)
+				delete(want, "codeInputType")
+				delete(want, "executionType")
+				assert.Equal(t, want, req)
+				writeJSON(w, http.StatusOK, ex.Responses["200"].Body)
+			})
+			resp, err := p.client.Session(testIdentifier).Execute(context.Background(), ex.Parameters.Request["code"].(string),
+				&ExecuteOptions{Timeout: time.Minute, OutputStreamsMaxLength: 4096, ReturnJupyterFormatExecutionResult: true})
+			require.NoError(t, err)
+			var body struct {
+				Result struct {
+					ExecutionResult json.RawMessage `json:"executionResult"`
+				} `json:"result"`
+			}
+			require.NoError(t, json.Unmarshal(ex.Responses["200"].Body, &body))
+			require.JSONEq(t, string(body.Result.ExecutionResult), string(resp.Result))
 		})
 	}
 }

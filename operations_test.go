@@ -808,6 +808,10 @@ func TestUnsupportedBeforeIO(t *testing.T) {
 			_, err := s(c).Execute(ctx, "1", &ExecuteOptions{OutputStreamsMaxLength: 10})
 			return err
 		}, func(f featuresT) bool { return f.OutputStreamsMaxLength }},
+		"Execute/ReturnJupyterFormatExecutionResult": {func(ctx context.Context, c *Client) error {
+			_, err := s(c).Execute(ctx, "1", &ExecuteOptions{ReturnJupyterFormatExecutionResult: true})
+			return err
+		}, func(f featuresT) bool { return f.ExecutionOptions }},
 		"ListFiles/Recursive": {func(ctx context.Context, c *Client) error {
 			_, err := s(c).NewListFilesPager(&ListFilesOptions{Recursive: true}).NextPage(ctx)
 			return err
