@@ -20,9 +20,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/stretchr/testify/require"
 )
 
@@ -591,4 +593,173 @@ func TestExecuteOperationLocationIgnored(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ran\n", resp.Stdout)
 	require.Zero(t, evil.requests.Load())
+}
+
+// TestBadInputRefusedBeforeIO (finding d): an OperationID "." or ".." (GET
+// executions/.. is another resource once a proxy normalises it) and code
+// that is not valid UTF-8 (encoding/json would send U+FFFD for each bad
+// byte: other code than the caller's) are refused before any I/O.
+func TestBadInputRefusedBeforeIO(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(s *Session) error
+	}{
+		{"GetExecution .", func(s *Session) error { _, err := s.GetExecution(context.Background(), ".", nil); return err }},
+		{"GetExecution ..", func(s *Session) error { _, err := s.GetExecution(context.Background(), "..", nil); return err }},
+		{"ResumeExecution ..", func(s *Session) error { _, err := s.ResumeExecution("..", nil); return err }},
+		{"Execute OperationID ..", func(s *Session) error {
+			_, err := s.Execute(context.Background(), "x", &ExecuteOptions{OperationID: ".."})
+			return err
+		}},
+		{"Execute invalid UTF-8", func(s *Session) error {
+			_, err := s.Execute(context.Background(), "data = b'\xff\xfe'\nprint(data)", nil)
+			return err
+		}},
+		{"BeginExecute invalid UTF-8", func(s *Session) error {
+			_, err := s.BeginExecute(context.Background(), "print('\xc3')", nil)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := setup(t, APIVersion20251002Preview, withFallback(func(w http.ResponseWriter, r *http.Request) {
+				writeError(w, http.StatusNotFound, "NotFound", "no")
+			}))
+			require.Error(t, tc.call(p.client.Session(testIdentifier)))
+			p.requireNoIO(t)
+		})
+	}
+}
+
+// TestUserinfoRefused (finding 9): a user name or password in the endpoint
+// or in a nextLink is refused (net/http writes the URL with the password
+// as ***, so azcore's log no longer recognises the URL to redact it and
+// would log the identifier).
+func TestUserinfoRefused(t *testing.T) {
+	const id = "secretIdentifierXYZ"
+	t.Run("endpoint", func(t *testing.T) {
+		for _, ep := range []string{"http://user:pw@127.0.0.1:1" + poolPath, "https://user@example.com" + poolPath} {
+			_, err := NewClientWithNoCredential(ep, nil)
+			require.ErrorContains(t, err, "user name or password", ep)
+			require.NotContains(t, err.Error(), "pw@")
+		}
+	})
+	t.Run("nextLink", func(t *testing.T) {
+		logged := attackLog(t)
+		p := setup(t, APIVersion20251002Preview, withCredential(), withOptions(func(o *ClientOptions) { o.Retry.MaxRetries = -1 }))
+		p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) {
+			next := strings.Replace(p.url("/files?page=2"), "https://", "https://u:pw@", 1)
+			writeJSON(w, http.StatusOK, []byte(`{"value":[],"nextLink":"`+next+`"}`))
+		})
+		pg := p.client.Session(id).NewListFilesPager(nil)
+		_, err := pg.NextPage(context.Background())
+		require.NoError(t, err)
+		_, err = pg.NextPage(context.Background())
+		require.ErrorContains(t, err, "user name or password")
+		require.Equal(t, 1, p.count(), "the nextLink was not followed")
+		require.NotContains(t, err.Error(), id)
+		require.NotContains(t, logged(), id)
+	})
+}
+
+// TestNextLinkLoopStops (finding 15): a nextLink that points back at a page
+// already fetched ends the pagers and the iterators with an error instead
+// of looping for ever.
+func TestNextLinkLoopStops(t *testing.T) {
+	for _, tc := range []struct {
+		name, route, key string
+		walk             func(c *Client) (int, error)
+	}{
+		{"files", "GET /files", "value", func(c *Client) (int, error) {
+			n := 0
+			for _, err := range c.Session(testIdentifier).Files(context.Background(), nil) {
+				if err != nil || n >= 200 {
+					return n, err
+				}
+				n++
+			}
+			return n, nil
+		}},
+		{"sessions", "GET /listSessions", "sessions", func(c *Client) (int, error) {
+			n := 0
+			for _, err := range c.Sessions(context.Background(), nil) {
+				if err != nil || n >= 200 {
+					return n, err
+				}
+				n++
+			}
+			return n, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := setup(t, APIVersion20251002Preview)
+			var pages atomic.Int32
+			p.handle(tc.route, func(w http.ResponseWriter, r *http.Request) {
+				// page 1 -> page 2 -> page 2 -> ...
+				pages.Add(1)
+				writeJSON(w, http.StatusOK, []byte(`{"`+tc.key+`":[{"name":"a.txt","type":"file","identifier":"s"}],"nextLink":"`+p.url(strings.TrimPrefix(tc.route, "GET ")+"?page=2")+`"}`))
+			})
+			n, err := tc.walk(p.client)
+			require.ErrorContains(t, err, "already followed")
+			require.Equal(t, 2, n, "two pages of one item, then the loop is refused")
+			require.Equal(t, int32(2), pages.Load())
+		})
+	}
+}
+
+// TestUnauthorizedAtMostTwoPOSTs (finding 5): a 401 with a claims challenge
+// (CAE) on POST executions: azcore's bearer policy sends it again with a
+// token for the claims, and retryUnauthorizedPolicy then does not, so one
+// Execute POSTs the code at most twice (as documented: a 401 is retried
+// once). A 401 without a challenge is also retried once.
+func TestUnauthorizedAtMostTwoPOSTs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		challenge string
+	}{
+		{"claims challenge", `Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", error="insufficient_claims", claims="eyJhY2Nlc3NfdG9rZW4iOnsibmJmIjp7ImVzc2VudGlhbCI6dHJ1ZSwgInZhbHVlIjoiMTcyNjI1ODEyMiJ9fX0="`},
+		{"no challenge", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := setup(t, APIVersion20251002Preview, withCredential())
+			var posts atomic.Int32
+			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+				posts.Add(1)
+				if tc.challenge != "" {
+					w.Header().Set("WWW-Authenticate", tc.challenge)
+				}
+				writeError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", "claims required")
+			})
+			_, err := p.client.Session(testIdentifier).Execute(context.Background(), "print(1)", nil)
+			var ae *AuthError
+			require.ErrorAs(t, err, &ae)
+			require.NotErrorIs(t, err, ErrExecutionOutcomeUnknown, "a 401 is a refusal: nothing ran")
+			require.Equal(t, int32(2), posts.Load(), "one Execute POSTed the code %d times", posts.Load())
+		})
+	}
+}
+
+// TestResumeTokenWithoutIdentifier (finding 13): a resume token does not
+// hold the session identifier (resuming uses the Session's own), and a
+// resumed poller still reports it.
+func TestResumeTokenWithoutIdentifier(t *testing.T) {
+	const id = "secretIdentifierXYZ"
+	p := setup(t, APIVersion20251002Preview)
+	p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusAccepted, []byte(`{"id":"`+r.Header.Get("operation-id")+`","identifier":"`+r.URL.Query().Get("identifier")+`","status":"Running"}`))
+	})
+	p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, []byte(`{"id":"`+r.PathValue("id")+`","status":"Succeeded","result":{"stdout":"ran\n","stderr":"","executionResult":""}}`))
+	})
+	sess := p.client.Session(id)
+	poller, err := sess.BeginExecute(context.Background(), "print(1)", nil)
+	require.NoError(t, err)
+	tok, err := poller.ResumeToken()
+	require.NoError(t, err)
+	require.NotContains(t, tok, id)
+	resumed, err := sess.BeginExecute(context.Background(), "", &BeginExecuteOptions{ResumeToken: tok})
+	require.NoError(t, err)
+	resp, err := resumed.PollUntilDone(context.Background(), &runtime.PollUntilDoneOptions{Frequency: time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, id, resp.Identifier)
+	require.Equal(t, "ran\n", resp.Stdout)
 }

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,7 +103,7 @@ type Client struct {
 //
 // A credential needs the "Azure ContainerApps Session Executor" role on the
 // pool. The endpoint must be https unless options.InsecureAllowCredentialWithHTTP
-// is set; trailing slashes are trimmed; a query or fragment is an error. An
+// is set; trailing slashes are trimmed; a query, a fragment or a user name or password (user:pw@) is an error. An
 // unknown options.APIVersion is an error. No I/O happens here.
 func NewClient(endpoint string, credential azcore.TokenCredential, options *ClientOptions) (*Client, error) {
 	if credential == nil {
@@ -144,7 +146,7 @@ func newClient(endpoint string, credential azcore.TokenCredential, options *Clie
 	if credential != nil {
 		perRetry = append(perRetry, retryUnauthorizedPolicy{}, newBearerTokenPolicy(credential, opts.InsecureAllowCredentialWithHTTP))
 	}
-	perRetry = append(perRetry, uploadBodyPolicy{}, sendTrackerPolicy{})
+	perRetry = append(perRetry, sendCounterPolicy{}, uploadBodyPolicy{}, sendTrackerPolicy{})
 	opts.Transport = newGuardTransport(opts.Transport)
 	c, err := azcore.NewClient(moduleName, moduleVersion, runtime.PipelineOptions{
 		PerRetry: perRetry,
@@ -175,6 +177,11 @@ func parseEndpoint(endpoint string, requireHTTPS bool) (string, error) {
 		return "", fmt.Errorf("azsessions: endpoint scheme must be https (or http for the emulator), got %q", u.Scheme)
 	case u.Host == "":
 		return "", errors.New("azsessions: endpoint has no host")
+	case u.User != nil:
+		// a password in the URL would reach azcore's log (net/http masks it
+		// as ***, so the log's redaction of the URL no longer matches) and
+		// every request; the service authenticates by bearer token only
+		return "", errors.New("azsessions: endpoint must not carry a user name or password (user:password@); the client authenticates with the credential")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return "", errors.New("azsessions: endpoint must not have a query or fragment")
 	case requireHTTPS && u.Scheme != "https":
@@ -275,6 +282,9 @@ func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkO
 			// the error would repeat the link, identifier included
 			return nil, errors.New("azsessions: the service returned a nextLink that is not a URL")
 		}
+		if u.User != nil {
+			return nil, errors.New("azsessions: refusing to follow a nextLink that carries a user name or password")
+		}
 		if !c.sameOrigin(u) {
 			return nil, fmt.Errorf("azsessions: refusing to follow a nextLink to another origin (%s://%s, the endpoint is %s): the token and the identifier are only sent to the endpoint", u.Scheme, u.Host, c.origin())
 		}
@@ -298,6 +308,41 @@ func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkO
 		req.Raw().Header.Set("Accept", "application/json")
 		return req, nil
 	}}
+}
+
+// MaxPages bounds how many pages one pager fetches (NewListFilesPager,
+// NewListSessionsPager, and the iterators over them); a nextLink that
+// repeats one already followed by the pager is an error at once: a broken
+// service whose nextLink points back would otherwise make the pager and
+// the iterators run for ever.
+const MaxPages = 100000
+
+// linkGuard refuses, for one pager, a nextLink already followed and more
+// than MaxPages pages.
+type linkGuard struct {
+	mu    sync.Mutex
+	seen  map[string]struct{}
+	pages int
+}
+
+func (g *linkGuard) next(link string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pages++
+	if g.pages > MaxPages {
+		return fmt.Errorf("azsessions: the listing has more than %d pages (MaxPages); stopping", MaxPages)
+	}
+	if link == "" {
+		return nil
+	}
+	if _, ok := g.seen[link]; ok {
+		return errors.New("azsessions: the service returned a nextLink that was already followed (the listing loops); stopping")
+	}
+	if g.seen == nil {
+		g.seen = map[string]struct{}{}
+	}
+	g.seen[link] = struct{}{}
+	return nil
 }
 
 // sameOrigin reports whether u has the endpoint's scheme, host and port.
@@ -484,15 +529,38 @@ func (b *cappedBody) Close() error { return b.r.Close() }
 // at, so this is safe for executions too.
 type retryUnauthorizedPolicy struct{}
 
+// At most two tries in all carry a request through a 401: azcore's bearer
+// policy itself sends the request again once when a 401 carries a claims
+// challenge (CAE), and then this policy does not (sendCounterPolicy,
+// below the bearer policy, counts what left). So one Execute POSTs the code
+// at most twice for 401s, as documented.
 func (retryUnauthorizedPolicy) Do(req *policy.Request) (*http.Response, error) {
+	sends := &sendCounter{}
+	req = req.WithContext(context.WithValue(req.Raw().Context(), sendCounterKey{}, sends))
 	resp, err := req.Next()
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.Raw().Context().Err() != nil {
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.Raw().Context().Err() != nil || sends.n.Load() >= 2 {
 		return resp, err
 	}
 	if err := req.RewindBody(); err != nil {
 		return resp, nil
 	}
 	runtime.Drain(resp)
+	return req.Next()
+}
+
+// sendCounter counts the requests that passed the bearer policy within one
+// try of retryUnauthorizedPolicy.
+type sendCounter struct{ n atomic.Int32 }
+
+type sendCounterKey struct{}
+
+// sendCounterPolicy sits just below the bearer policy.
+type sendCounterPolicy struct{}
+
+func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
+	if c, ok := req.Raw().Context().Value(sendCounterKey{}).(*sendCounter); ok {
+		c.n.Add(1)
+	}
 	return req.Next()
 }
 

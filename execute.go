@@ -436,6 +436,11 @@ func (s *Session) checkExecute(code string, options *ExecuteOptions) (executePar
 	if strings.TrimSpace(code) == "" {
 		return executeParams{}, errors.New("azsessions: code is empty")
 	}
+	if !utf8.ValidString(code) {
+		// encoding/json would send each bad byte as U+FFFD: other code than
+		// the caller's would run
+		return executeParams{}, errors.New("azsessions: code is not valid UTF-8")
+	}
 	return s.checkExecuteOptions(options, DefaultExecutionTimeout, DefaultExecutionTimeout)
 }
 
@@ -477,6 +482,11 @@ func (s *Session) checkExecuteOptions(options *ExecuteOptions, def, max time.Dur
 // value and a path segment unchanged: control characters (a CR or LF would
 // split the header), spaces, non-ASCII, or more than 128 bytes.
 func checkOperationID(id string) error {
+	if id == "." || id == ".." {
+		// GET executions/.. would be normalised to another resource by any
+		// proxy or server
+		return fmt.Errorf("azsessions: OperationID %q is a dot segment", id)
+	}
 	if len(id) > 128 {
 		return fmt.Errorf("azsessions: OperationID is %d bytes long (at most 128)", len(id))
 	}
@@ -1003,8 +1013,9 @@ func (s *Session) requireExecutions(op string) error {
 type BeginExecuteOptions struct {
 	ExecuteOptions
 	// ResumeToken resumes a poller from Poller.ResumeToken instead of starting
-	// a new execution; code is then ignored. The token holds the session
-	// identifier: keep it secret.
+	// a new execution; code is then ignored. The token holds the
+	// operation-id and the last state (output included) but not the session
+	// identifier: resume it on the Session the execution belongs to.
 	ResumeToken string
 }
 
@@ -1105,6 +1116,16 @@ type executionPoller struct {
 	State          wire.ExecuteResponse `json:"state"`
 }
 
+// MarshalJSON writes the resume token without the session identifier (the
+// state's identifier field): resuming uses the Session's own, and a token is
+// made to be stored and passed around.
+func (p *executionPoller) MarshalJSON() ([]byte, error) {
+	type plain executionPoller
+	cp := plain(*p)
+	cp.State.Identifier = ""
+	return json.Marshal(cp)
+}
+
 func (p *executionPoller) Done() bool { return normalizeStatus(p.State.Status).Terminal() }
 
 // Poll asks GET executions/{id} (idempotent: azcore's retries apply).
@@ -1128,6 +1149,9 @@ func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 
 func (p *executionPoller) Result(ctx context.Context, out *ExecuteResponse) error {
 	exec := executionFromWire(p.State)
+	if exec.Identifier == "" {
+		exec.Identifier = p.session.identifier
+	}
 	if exec.ID == "" {
 		exec.ID = p.OperationID
 	}

@@ -478,6 +478,7 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 	if options == nil {
 		options = &ListFilesOptions{}
 	}
+	guard := &linkGuard{}
 	return runtime.NewPager(runtime.PagingHandler[ListFilesResponse]{
 		More: func(page ListFilesResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListFilesResponse) (ListFilesResponse, error) {
@@ -489,6 +490,9 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 			var nextLink string
 			if page != nil {
 				nextLink = page.NextLink
+			}
+			if err := guard.next(nextLink); err != nil {
+				return ListFilesResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, s.client.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
 				return s.listFilesCreateRequest(ctx, dir, options)

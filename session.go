@@ -286,6 +286,7 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 	if options == nil {
 		options = &ListSessionsOptions{}
 	}
+	guard := &linkGuard{}
 	return runtime.NewPager(runtime.PagingHandler[ListSessionsResponse]{
 		More: func(page ListSessionsResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListSessionsResponse) (ListSessionsResponse, error) {
@@ -296,6 +297,9 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 			var nextLink string
 			if page != nil {
 				nextLink = page.NextLink
+			}
+			if err := guard.next(nextLink); err != nil {
+				return ListSessionsResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, c.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
 				return c.listSessionsCreateRequest(ctx, options)
