@@ -526,7 +526,9 @@ func (b *cappedBody) Close() error { return b.r.Close() }
 // bearer policy below it has then dropped its cached token, so the second
 // try carries a freshly fetched one (a token can expire between the cache's
 // check and the service's). A 401 is answered before the request is looked
-// at, so this is safe for executions too.
+// at, so this is safe for executions too. A request marked noResend
+// (Session.Do of a non-idempotent or unrewindable request) is not sent again:
+// a custom container may answer 401 itself after acting on it.
 type retryUnauthorizedPolicy struct{}
 
 // At most two tries in all carry a request through a 401: azcore's bearer
@@ -538,7 +540,7 @@ func (retryUnauthorizedPolicy) Do(req *policy.Request) (*http.Response, error) {
 	sends := &sendCounter{}
 	req = req.WithContext(context.WithValue(req.Raw().Context(), sendCounterKey{}, sends))
 	resp, err := req.Next()
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.Raw().Context().Err() != nil || sends.n.Load() >= 2 {
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || req.Raw().Context().Err() != nil || sends.n.Load() >= 2 || noResend(req.Raw().Context()) {
 		return resp, err
 	}
 	if err := req.RewindBody(); err != nil {
@@ -581,6 +583,8 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 //	DELETE files/{name}                   files.go     deleteFileCreateRequest
 //	GET session, DELETE session           session.go   getCreateRequest, getHandleResponse, deleteCreateRequest
 //	POST .management/stopSession          session.go   stopCreateRequest, stopHandleResponse
+//	any method, any path (custom
+//	    containers' pass-through)         container.go Session.Do: doCreateRequest
 //	GET listSessions                      session.go   listSessionsCreateRequest, listSessionsHandleResponse
 //	GET metadata                          session.go   getMetadataCreateRequest, getMetadataHandleResponse
 //

@@ -1,0 +1,158 @@
+package azsessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+// DoOptions contains the optional parameters of Session.Do.
+type DoOptions struct {
+	// RetryNonIdempotent lets the client send a POST, PATCH or other
+	// non-idempotent request again after a failure azcore's retry policy
+	// retries (a transport error, 408, 429, 500, 502, 503, 504) and after a
+	// 401 (once, with a fresh token). Off by default: the container may
+	// have acted on the first request. Set it only when the container's API
+	// makes repeats harmless. A body that is not an io.ReadSeekCloser is
+	// never sent twice, whatever this says.
+	RetryNonIdempotent bool
+}
+
+// idempotentMethods are the methods RFC 9110 §9.2.2 calls idempotent.
+var idempotentMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true,
+	http.MethodTrace: true, http.MethodPut: true, http.MethodDelete: true,
+}
+
+// noResendKey marks, in a request's context, a request that must not be sent
+// a second time (retryUnauthorizedPolicy honours it; azcore's retries are
+// turned off with MaxRetries).
+type noResendKey struct{}
+
+func noResend(ctx context.Context) bool { return ctx.Value(noResendKey{}) != nil }
+
+// Do sends req to the session's container in a custom-container session
+// pool (containerType CustomContainer): {endpoint}{req.URL.Path}?{req.URL.RawQuery}&identifier=ID.
+// The pool allocates the session when the identifier has none and forwards
+// the request to the container's target port (api.md §6.3; the request
+// carries no api-version, as in the documentation's sample).
+//
+// req.URL must be relative ("/api/items?limit=5"): its path is appended to
+// the pool management endpoint. The method, the path, the query, the
+// headers and the body (streamed, not buffered) are the caller's; the
+// client adds identifier to the query, the bearer token for DefaultScope
+// (Authorization, replacing any the caller set), User-Agent and
+// x-ms-client-request-id. req's own context is replaced by ctx.
+//
+// Do returns the response whatever its status, like http.Client.Do: a 4xx
+// or 5xx from the container is not a Go error (runtime.NewResponseError
+// turns it into one). The caller must close the body. A 2xx body is
+// streamed and not capped; other bodies are capped at MaxResponseSize and
+// have the identifier replaced by REDACTED. A redirect is returned, never
+// followed (the token and the identifier stay with the endpoint); its
+// Location header is removed, since it may repeat the identifier.
+//
+// Retries: an idempotent request (GET, HEAD, OPTIONS, TRACE, PUT, DELETE)
+// is retried as azcore's RetryOptions say when its body is empty or an
+// io.ReadSeekCloser (for example streaming.NopCloser(bytes.NewReader(b)));
+// any other request is sent once unless options.RetryNonIdempotent, and a
+// body of another type is always sent once.
+//
+// Errors (before any I/O): a nil req, an absolute req.URL, an identifier
+// already in the query, ErrInvalidIdentifier. Transport failures are
+// returned with the identifier redacted from the URL they carry.
+func (s *Session) Do(ctx context.Context, req *http.Request, options *DoOptions) (*http.Response, error) {
+	const op = "Session.Do"
+	var err error
+	if options == nil {
+		options = &DoOptions{}
+	}
+	preq, retryable, err := s.doCreateRequest(ctx, req, options)
+	if err != nil {
+		return nil, err
+	}
+	ctx, end := s.client.startOp(preq.Raw().Context(), op)
+	defer func() { end(err) }()
+	preq = preq.WithContext(ctx)
+	if !retryable {
+		preq = preq.WithContext(policy.WithRetryOptions(context.WithValue(ctx, noResendKey{}, true), policy.RetryOptions{MaxRetries: -1}))
+	}
+	resp, err := s.client.internal.Pipeline().Do(preq)
+	return resp, err
+}
+
+// doCreateRequest builds the pass-through request of Session.Do and says
+// whether it may be sent more than once.
+func (s *Session) doCreateRequest(ctx context.Context, req *http.Request, options *DoOptions) (*policy.Request, bool, error) {
+	if req == nil || req.URL == nil {
+		return nil, false, errors.New("azsessions: the request is nil")
+	}
+	if err := s.validate(); err != nil {
+		return nil, false, err
+	}
+	if req.URL.Scheme != "" || req.URL.Host != "" || req.URL.Opaque != "" || req.URL.User != nil {
+		// never repeat the URL: its query may hold secrets
+		return nil, false, errors.New("azsessions: Session.Do takes a request whose URL is a path relative to the pool management endpoint (such as /api/items?limit=5), not an absolute URL")
+	}
+	q, err := url.ParseQuery(req.URL.RawQuery)
+	if err != nil {
+		return nil, false, fmt.Errorf("azsessions: the request's query does not parse: %w", err)
+	}
+	if q.Has("identifier") {
+		return nil, false, errors.New("azsessions: the request's query already has an identifier; the session adds its own")
+	}
+	path := req.URL.EscapedPath()
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	rawQuery := req.URL.RawQuery
+	if rawQuery != "" {
+		rawQuery += "&"
+	}
+	rawQuery += "identifier=" + queryEscape(s.identifier)
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	// the stream key: a 2xx body goes to the caller uncapped
+	ctx = context.WithValue(ctx, streamKey{}, true)
+	preq, err := runtime.NewRequest(ctx, method, s.client.endpoint+path+"?"+rawQuery)
+	if err != nil {
+		return nil, false, errors.New("azsessions: the request's path and method do not make a valid request")
+	}
+	runtime.SkipBodyDownload(preq)
+	raw := preq.Raw()
+	for k, vs := range req.Header {
+		raw.Header[k] = append([]string(nil), vs...)
+	}
+	retryable := idempotentMethods[method] || options.RetryNonIdempotent
+	switch body := req.Body; {
+	case body == nil || body == http.NoBody:
+	case isReadSeekCloser(body):
+		if err := preq.SetBody(body.(io.ReadSeekCloser), req.Header.Get("Content-Type")); err != nil {
+			return nil, false, err
+		}
+	default:
+		// streamed as it is: it cannot be rewound, so it is sent once
+		raw.Body, raw.ContentLength, raw.GetBody = body, req.ContentLength, nil
+		raw.TransferEncoding = req.TransferEncoding
+		retryable = false
+	}
+	if !retryable {
+		// nor may net/http's HTTP/2 transport replay it on a new connection
+		raw.GetBody = nil
+	}
+	return preq, retryable, nil
+}
+
+func isReadSeekCloser(r io.ReadCloser) bool {
+	_, ok := r.(io.ReadSeekCloser)
+	return ok
+}
