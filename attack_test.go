@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -762,4 +763,75 @@ func TestResumeTokenWithoutIdentifier(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, id, resp.Identifier)
 	require.Equal(t, "ran\n", resp.Stdout)
+}
+
+// TestExecuteBoundedTime (finding 14): no hostile answer keeps Execute
+// (with context.Background()) waiting for ever: a Retry-After of a day on a
+// running execution is shortened to MaxPollDelay, an execution still
+// Running ExecutionGrace after its own timeout is given up with
+// ErrExecutionOutcomeUnknown and its operation-id, and a POST that is never
+// answered fails its try after the execution's timeout plus
+// ExecutionGrace (then the look-up decides). Fake clock (synctest): the
+// figures are exact, nothing sleeps.
+func TestExecuteBoundedTime(t *testing.T) {
+	running := func(r *http.Request, hint ...string) (*http.Response, error) {
+		status := http.StatusOK
+		if r.Method == http.MethodPost {
+			status = http.StatusAccepted
+		}
+		return jsonResponse(r, status, `{"id":"","identifier":"x","status":"Running"}`, hint...), nil
+	}
+	for _, tc := range []struct {
+		name    string
+		answer  func(r *http.Request) (*http.Response, error)
+		atMost  time.Duration // fake time Execute may take
+		posts   int32
+		lookups bool
+	}{
+		{"Retry-After 86400 while running", func(r *http.Request) (*http.Response, error) {
+			return running(r, "Retry-After", "86400")
+		}, time.Second + ExecutionGrace + MaxPollDelay, 1, false},
+		{"retry-after-ms a year while running", func(r *http.Request) (*http.Response, error) {
+			return running(r, "retry-after-ms", "31536000000")
+		}, time.Second + ExecutionGrace + MaxPollDelay, 1, false},
+		{"Running for ever", func(r *http.Request) (*http.Response, error) {
+			return running(r)
+		}, time.Second + ExecutionGrace + time.Second, 1, false},
+		{"POST never answered", func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPost {
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			return jsonResponse(r, http.StatusNotFound, `{"error":{"code":"ExecutionNotFound","message":"no"}}`), nil
+		}, time.Second + ExecutionGrace, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var posts, gets atomic.Int32
+				o := &ClientOptions{}
+				o.Transport = funcTransport(func(r *http.Request) (*http.Response, error) {
+					if r.Method == http.MethodPost {
+						posts.Add(1)
+					} else {
+						gets.Add(1)
+					}
+					return tc.answer(r)
+				})
+				c, err := NewClientWithNoCredential("http://localhost"+poolPath, o)
+				require.NoError(t, err)
+				start := time.Now()
+				_, err = c.Session(testIdentifier).Execute(context.Background(), "print(1)", &ExecuteOptions{Timeout: time.Second})
+				elapsed := time.Since(start)
+				require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+				var unknown *ExecutionOutcomeUnknownError
+				require.ErrorAs(t, err, &unknown)
+				require.NotEmpty(t, unknown.OperationID)
+				require.LessOrEqual(t, elapsed, tc.atMost, "fake time taken")
+				require.Equal(t, tc.posts, posts.Load(), "never sent again")
+				if tc.lookups {
+					require.Equal(t, int32(1), gets.Load(), "looked up once")
+				}
+			})
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -648,6 +649,12 @@ func (s *Session) executeCreateRequest(ctx context.Context, code string, p execu
 	tracker := &sendTracker{}
 	retry := s.client.executeRetry
 	retry.ShouldRetry = tracker.shouldRetry
+	if retry.TryTimeout == 0 {
+		// a synchronous execution is answered within its own timeout; a
+		// POST unanswered after that and ExecutionGrace never will be
+		// (ambiguous: looked up, never sent again)
+		retry.TryTimeout = time.Duration(p.timeout)*time.Second + ExecutionGrace
+	}
 	ctx = policy.WithRetryOptions(ctx, retry)
 	var body any
 	route := "executions"
@@ -902,8 +909,26 @@ func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire
 
 // getExecutionCreateRequest builds GET executions/{id}.
 func (s *Session) getExecutionCreateRequest(ctx context.Context, operationID string) (*policy.Request, error) {
+	if retry := s.client.executeRetry; retry.TryTimeout == 0 {
+		// a GET that never answers must not hang the poll for ever
+		retry.TryTimeout = ExecutionGrace
+		ctx = policy.WithRetryOptions(ctx, retry)
+	}
 	return s.client.newRequest(ctx, http.MethodGet, "executions/"+pathEscape(operationID), s.identifier, nil)
 }
+
+// ExecutionGrace is the time, past an execution's own timeout
+// (ExecuteOptions.Timeout, at most 220 s), after which the client stops
+// waiting for it: a POST executions not answered by then fails its try
+// (when ClientOptions.Retry.TryTimeout is zero; also each GET
+// executions/{id} try is bounded by it), and a poller whose execution is
+// still Running by then fails with ErrExecutionOutcomeUnknown and the
+// operation-id (Session.GetExecution or ResumeExecution follow it later).
+const ExecutionGrace = 60 * time.Second
+
+// MaxPollDelay is the longest wait between two polls of a running
+// execution: a longer Retry-After from the service is shortened to it.
+const MaxPollDelay = 60 * time.Second
 
 // getExecutionHandleResponse decodes a 200 answer of GET executions/{id}.
 func (s *Session) getExecutionHandleResponse(resp *http.Response, operationID string) (wire.ExecuteResponse, error) {
@@ -1098,7 +1123,12 @@ func (s *Session) ResumeExecution(operationID string, options *ResumeExecutionOp
 }
 
 func (s *Session) newExecutionPoller(operationID string, outputCap int, timeout int32, state wire.ExecuteResponse) (*runtime.Poller[ExecuteResponse], error) {
-	h := &executionPoller{session: s, OperationID: operationID, OutputCap: outputCap, TimeoutSeconds: timeout, State: state}
+	limit := time.Duration(timeout) * time.Second
+	if limit <= 0 {
+		limit = DefaultExecutionTimeout // unknown (ResumeExecution): the service's cap
+	}
+	h := &executionPoller{session: s, OperationID: operationID, OutputCap: outputCap, TimeoutSeconds: timeout, State: state,
+		GiveUpAt: time.Now().Add(limit + ExecutionGrace)}
 	return runtime.NewPoller(nil, s.client.internal.Pipeline(), &runtime.NewPollerOptions[ExecuteResponse]{
 		Handler: h,
 		Tracer:  s.client.internal.Tracer(),
@@ -1114,6 +1144,10 @@ type executionPoller struct {
 	OutputCap      int                  `json:"outputCap,omitempty"`
 	TimeoutSeconds int32                `json:"timeoutSeconds,omitempty"`
 	State          wire.ExecuteResponse `json:"state"`
+	// GiveUpAt is when a still running execution is given up
+	// (ErrExecutionOutcomeUnknown): its timeout plus ExecutionGrace after
+	// the poller was made. Zero (an older resume token): never.
+	GiveUpAt time.Time `json:"giveUpAt,omitzero"`
 }
 
 // MarshalJSON writes the resume token without the session identifier (the
@@ -1144,7 +1178,43 @@ func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 		return nil, err
 	}
 	p.State = w
+	if !normalizeStatus(w.Status).Terminal() {
+		if !p.GiveUpAt.IsZero() && !time.Now().Before(p.GiveUpAt) {
+			// the service stops every execution at its timeout; one still
+			// Running long after it is a broken answer, not worth waiting for
+			return nil, &ExecutionOutcomeUnknownError{OperationID: p.OperationID,
+				Err: fmt.Errorf("the execution is still %s %v after its timeout (ExecutionGrace); stopped waiting", w.Status, ExecutionGrace)}
+		}
+		capRetryAfter(resp, MaxPollDelay)
+	}
 	return resp, nil
+}
+
+// capRetryAfter shortens the service's Retry-After (or retry-after-ms) on a
+// poll answer to at most limit: azcore's PollUntilDone honours any value,
+// and Retry-After: 86400 would sleep for a day.
+func capRetryAfter(resp *http.Response, limit time.Duration) {
+	var longest time.Duration
+	for _, h := range []string{"retry-after-ms", "x-ms-retry-after-ms"} {
+		if v := resp.Header.Get(h); v != "" {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				longest = max(longest, time.Duration(min(ms, int64(limit/time.Millisecond)+1))*time.Millisecond)
+			}
+		}
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+			longest = max(longest, time.Duration(min(sec, int64(limit/time.Second)+1))*time.Second)
+		} else if t, err := http.ParseTime(v); err == nil && time.Until(t) > limit {
+			longest = limit + time.Second
+		}
+	}
+	if longest > limit {
+		for _, h := range []string{"retry-after-ms", "x-ms-retry-after-ms", "Retry-After"} {
+			resp.Header.Del(h)
+		}
+		resp.Header.Set("Retry-After", strconv.Itoa(int(limit/time.Second)))
+	}
 }
 
 func (p *executionPoller) Result(ctx context.Context, out *ExecuteResponse) error {
