@@ -258,3 +258,67 @@ func testLeftoversRemoved(t *testing.T, mode string) {
 	require.NoError(t, alive.cmd.Wait())
 	require.NoDirExists(t, filepath.Dir(alive.dataDir))
 }
+
+// hostFree is the space left on the host filesystem that holds dir.
+func hostFree(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(dir, &st))
+	return int64(st.Bavail) * st.Bsize
+}
+
+// TestEscapeDiskInFlightDescriptors (red team F1): files created in
+// /mnt/data, unlinked, filled and sent with SCM_RIGHTS into an AF_UNIX
+// socket are held by no process, so neither du nor the watcher's
+// /proc/<pid>/fd scan saw them: 3 GB past a 1 GiB limit. bwrap's seccomp
+// filter refuses sendmsg (EPERM); gVisor's Gofer holds the files open where
+// the watcher sees them, and the kernel is stopped. Either way the cell
+// fails and the host's disk does not fill past the limit.
+func TestEscapeDiskInFlightDescriptors(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		const file = testFileSize - 1<<20 // under RLIMIT_FSIZE
+		const files = 48                 // 336 MiB against a 40 MiB limit
+		before := hostFree(t, k.DataDir())
+		res := runT(t, k, fmt.Sprintf(`import os, socket, array
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+buf = b"\xab" * (1 << 20)
+for i in range(%d):
+    fd = os.open(f"/mnt/data/.h{i}", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    os.unlink(f"/mnt/data/.h{i}")
+    for _ in range(%d): os.write(fd, buf)
+    os.fsync(fd)
+    a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+    os.close(fd)
+print("all sent")`, files, file>>20), 2*time.Minute)
+		// The socket pair is a global of the session: without the defence
+		// the files stay held after the cell.
+		grown := before - hostFree(t, k.DataDir())
+		t.Logf("status %s restarted %v, host disk grew %d MiB; stderr %q", res.Status, res.Restarted, grown>>20, lastBytes(res.Stderr, 300))
+		require.Equal(t, kernel.Failed, res.Status)
+		require.NotContains(t, res.Stdout, "all sent")
+		if opts.Mode == ModeBwrap {
+			require.Contains(t, res.Stderr, "PermissionError", "sendmsg is refused")
+		}
+		// Other tests write too: allow one more limit's worth of noise.
+		require.Less(t, grown, int64(2*testDataDir), "the host's disk filled past the limit")
+		// Plain sends, and multiprocessing with the fork start method
+		// (pipes and queues), still work.
+		requireOK(t, k, `import socket, multiprocessing
+with multiprocessing.get_context("fork").Pool(2) as p:
+    assert p.map(abs, [-1, -2]) == [1, 2]
+q = multiprocessing.get_context("fork").Queue(); q.put([1]); assert q.get() == [1]
+a, b = socket.socketpair()
+a.sendall(b"ok"); assert b.recv(2) == b"ok"
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+a.send(b"ok"); assert b.recv(2) == b"ok"`)
+	})
+}
+
+// lastBytes is the end of s, at most n bytes, for logs.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

@@ -54,6 +54,18 @@ import (
 //     (as on a kernel without io_uring, so libraries fall back to plain
 //     system calls): IORING_OP_FALLOCATE would pass the fallocate rule, and
 //     io_uring is a large kernel attack surface.
+//   - sendmsg and sendmmsg fail with EPERM: their ancillary data can carry
+//     SCM_RIGHTS, which puts descriptors "in flight" in an AF_UNIX socket's
+//     queue, where no process holds them. A file created in /mnt/data,
+//     unlinked, filled and sent that way takes host disk space that neither
+//     du nor the /proc/<pid>/fd scan of the MaxDataDirBytes watcher can see
+//     (a red-team wrote 3 GB past a 1 GiB limit). seccomp cannot read the
+//     msghdr (it is in memory), so both calls are refused whole; send,
+//     sendto, write and recvmsg keep working. Nothing the driver, IPython,
+//     numpy, pandas, matplotlib or multiprocessing's fork start method run
+//     uses them (the forkserver start method passes descriptors with
+//     sendmsg and does not work; glibc's resolver uses sendmmsg, and the
+//     sandbox has no DNS server to reach anyway).
 //
 // Everything else is allowed: it is a deny-list for system calls and an
 // allow-list where arguments matter (socket families, clone flags,
@@ -82,8 +94,12 @@ import (
 // Docker allows things this filter refuses: ptrace and process_vm_*
 // (kernels >= 4.8), personality's PER_LINUX32 and UNAME26 variants, socket
 // families other than AF_VSOCK, io_uring (newer profiles refuse it),
-// fallocate, and the i386/x32 ABIs. Refusing them costs nothing to
-// notebook code (debuggers do not run in a session).
+// fallocate, sendmsg/sendmmsg, and the i386/x32 ABIs. Refusing them costs
+// nothing to notebook code (debuggers do not run in a session; no notebook
+// library passes descriptors). Docker needs no sendmsg rule because it
+// enforces disk limits with filesystem quotas (or not at all), which count
+// in-flight files; this sandbox's disk limit is a watcher that cannot see
+// them.
 //
 // Flatpak (common/flatpak-run.c, setup_seccomp) is, like this filter, a
 // deny-list plus a socket-family allow-list returning EAFNOSUPPORT
@@ -95,7 +111,9 @@ import (
 // PER_LINUX. Differences:
 //   - Flatpak allows every netlink protocol (this filter only
 //     NETLINK_ROUTE), every CLONE_NEW* flag but CLONE_NEWUSER (here none),
-//     bpf, userfaultfd, io_uring and fallocate (refused here), and supports
+//     bpf, userfaultfd, io_uring, fallocate and sendmsg/sendmmsg (refused
+//     here: desktop applications pass descriptors over D-Bus and Wayland,
+//     and Flatpak has no disk limit to enforce), and supports
 //     multiarch for 32-bit programs (refused here).
 //   - Flatpak refuses chroot, move_pages, mbind, get_mempolicy,
 //     set_mempolicy and migrate_pages, which this filter allows: chroot
@@ -167,6 +185,8 @@ func deniedSyscalls() []deniedSyscall {
 		unix.SYS_NAME_TO_HANDLE_AT, unix.SYS_OPEN_BY_HANDLE_AT,
 		unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
 		unix.SYS_KCMP, unix.SYS_PIDFD_GETFD,
+		// SCM_RIGHTS would hide unlinked files from the disk watcher (see above).
+		unix.SYS_SENDMSG, unix.SYS_SENDMMSG,
 	)
 	add(syscall.EPERM, archDenied...)
 	return out
