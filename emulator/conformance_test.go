@@ -120,9 +120,9 @@ var deviations = map[string]deviation{
 	"2024-10-02-preview/CodeExecution_Execute_Async_Completed.json": {status: http.StatusOK,
 		why: "this example (972de790) keeps the old swagger's 202; the regenerated 2024-10-02-preview swagger (1230c993) and the other execute examples of the version answer 200 (internal/wire.Lookup)"},
 	"2025-10-02-preview/CodeExecution_Execute_ShellCommand.json": {status: http.StatusBadRequest, code: wire.CodeSessionRequestValidationFailed,
-		why: "Shell pools only; the emulator is a Python pool"},
+		why: "Shell pools only, and this pool is PythonLTS (the default); TestShellSpecExamples replays them on a Shell pool (Options.PoolType)"},
 	"2025-10-02-preview/CodeExecution_Execute_ShellExecCommandAndArgs.json": {status: http.StatusBadRequest, code: wire.CodeSessionRequestValidationFailed,
-		why: "Shell pools only; the emulator is a Python pool"},
+		why: "Shell pools only, and this pool is PythonLTS (the default); TestShellSpecExamples replays them on a Shell pool (Options.PoolType)"},
 }
 
 // TestSpecExamplesConformance replays every example of the three swaggers

@@ -31,6 +31,8 @@ type execution struct {
 	id       string
 	async    bool
 	jupyter  bool              // returnJupyterFormatExecutionResult
+	shell    bool              // a Shell pool's execution (shell.go)
+	typ      string            // the request's executionType, echoed by a Shell execution
 	codeHash [sha256.Size]byte // of the code, to tell a reused operation-id with other code
 	done     chan struct{}
 
@@ -51,6 +53,8 @@ type execParams struct {
 	timeout   time.Duration
 	outputMax int
 	jupyter   bool
+	shell     *ExecutionShell // a Shell pool's command (shell.go)
+	typ       string          // the request's executionType as sent
 }
 
 // parseExecute decodes and checks the body of POST code/execute or POST executions.
@@ -76,6 +80,9 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 		var req wire.ExecuteRequest
 		if err := json.Unmarshal(body, &req); err != nil {
 			return execParams{}, jsonError(err, "the request body")
+		}
+		if h.opt.PoolType == PoolTypeShell && len(req.Properties) == 0 {
+			return h.parseShellExecute(c, req)
 		}
 		fields := body
 		if len(req.Properties) > 0 && !bytes.Equal(req.Properties, []byte("null")) {
@@ -154,7 +161,7 @@ var requiredExecuteFields = []string{"codeInputType", "executionType", "code", "
 // shellFields are the request fields of Shell pools (2025-10-02-preview
 // swagger: "Only available for a `Shell` typed session pool"; LangChain's
 // Bash tool sends shellCommand with 2025-02-02-preview). The emulator is a
-// Python (PythonLTS) pool.
+// Python (PythonLTS) pool unless Options.PoolType is PoolTypeShell (shell.go).
 var shellFields = []string{"shellCommand", "execCommandAndArgs", "stdin"}
 
 // checkExecuteFields answers 400 SessionRequestValidationFailed for a body
@@ -219,7 +226,11 @@ func (h *Handler) execute(c *call) *apiError {
 		id = uuid.New()
 	}
 	s := c.sess
-	hash := sha256.Sum256([]byte(ep.code))
+	hashed := []byte(ep.code)
+	if ep.shell != nil {
+		hashed, _ = json.Marshal(ep.shell)
+	}
+	hash := sha256.Sum256(hashed)
 	s.execMu.Lock()
 	e, known := s.execs[id]
 	if known && e.codeHash != hash {
@@ -234,14 +245,14 @@ func (h *Handler) execute(c *call) *apiError {
 			return errorf(http.StatusTooManyRequests, CodeTooManyRequests, "the session already has %d executions waiting; retry after the running ones end", h.opt.MaxQueuedExecutions)
 		}
 		s.pending++
-		e = &execution{id: id, async: ep.async, jupyter: ep.jupyter, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
+		e = &execution{id: id, async: ep.async, jupyter: ep.jupyter, shell: ep.shell != nil, typ: ep.typ, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
 		s.recordLocked(e, h.opt.MaxRecordedBytes)
 	}
 	s.execMu.Unlock()
 	if !known {
 		h.pool.hold(s)
 		h.wg.Add(1)
-		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputMaxLength: ep.outputMax}, ep.outputMax)
+		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputMaxLength: ep.outputMax, Shell: ep.shell}, ep.outputMax)
 	}
 	h.setOperationHeaders(c, id)
 	if ep.async {
@@ -420,6 +431,23 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 		writeJSON(c.w, status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
 			ID: "2", Status: word, Stdout: res.Stdout, Stderr: res.Stderr, Result: value, ExecutionTimeInMilliseconds: &ms,
 		}})
+		return
+	}
+	if e.shell {
+		out := shellExecuteResponse{ID: e.id, Identifier: c.ident, ExecutionType: e.typ, Status: st}
+		if st == wire.StatusRunning || st == wire.StatusNotStarted {
+			c.w.Header().Set("Retry-After", "1")
+		} else {
+			out.Status = shellStatus(st, res)
+			out.Result = &shellResult{Stdout: res.Stdout, Stderr: res.Stderr, ExecutionTimeInMilliseconds: ms}
+			switch {
+			case res.TimedOut:
+				out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeExecutionTimeout, Message: "the command timed out"}}
+			case kerr:
+				out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeInternal, Message: "the sandbox failed"}}
+			}
+		}
+		writeJSON(c.w, status, out)
 		return
 	}
 	typ := wire.ExecutionSynchronous

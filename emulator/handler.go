@@ -114,6 +114,12 @@ type Options struct {
 	// limit (kernel.SpaceReporter), an upload that would pass it is refused
 	// with 413 DataDirFull too (a file it replaces counts as freed).
 	MaxUploadBytes int64
+	// PoolType is the kind of session pool the emulator is: PoolTypePythonLTS
+	// (the default, "") or PoolTypeShell (executions take shellCommand or
+	// execCommandAndArgs with stdin, run in the session's sandbox with
+	// /mnt/data as working directory, and answer the exit code as status).
+	// NodeLTS and CustomContainer are not emulated yet (New refuses them).
+	PoolType string
 	// OutputMaxLength caps stdout and stderr, each, in characters (default
 	// 4096, at most MaxOutputMaxLength). 2025-10-02-preview requests may set
 	// outputStreamsMaxLength instead, up to MaxOutputMaxLength.
@@ -221,6 +227,9 @@ func NewHandler(opt Options) (*Handler, error) {
 	}
 	if opt.Cooldown < 0 || opt.MinBodyRate < 0 || opt.MaxBodyMemoryBytes < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
 		return nil, errors.New("emulator: negative limit in Options")
+	}
+	if err := checkPoolType(opt.PoolType); err != nil {
+		return nil, err
 	}
 	if opt.OutputMaxLength > MaxOutputMaxLength {
 		return nil, fmt.Errorf("emulator: Options.OutputMaxLength is over %d characters", MaxOutputMaxLength)

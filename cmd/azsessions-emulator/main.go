@@ -19,6 +19,7 @@
 // Flags:
 //
 //	-addr                 listen address (default 127.0.0.1:8080; port 0 picks one)
+//	-pool-type            PythonLTS or Shell (default PythonLTS)
 //	-sandbox              bwrap, gvisor or none (default bwrap)
 //	-python               Python interpreter (default: the system python3)
 //	-cooldown             idle time before a session ends (default 5m)
@@ -95,6 +96,7 @@ func main() {
 // config is the parsed command line.
 type config struct {
 	addr, sandbox, python, dataDir, tlsCert, tlsKey, logLevel string
+	poolType                                                  string
 	preload                                                   []string
 	cooldown, maxExecutionTime                                time.Duration
 	maxSessions, outputMaxLength, ready                       int
@@ -110,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("azsessions-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
+	fs.StringVar(&c.poolType, "pool-type", emulator.PoolTypePythonLTS, "kind of session pool: PythonLTS (Python code interpreter) or Shell (shellCommand/execCommandAndArgs in the sandbox, exit code as status)")
 	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root; slower starts), or none (no isolation: only for trusted code)")
 	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
 	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
@@ -213,7 +216,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	logInfo(log, ex.Info())
 	c.maxSessions = maxSessions(c.maxSessions, ex)
 	h, err := emulator.NewHandler(emulator.Options{
-		Executor: ex, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
+		Executor: ex, PoolType: c.poolType, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
 		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Token: c.token, Logger: log,
 	})
 	if err != nil {

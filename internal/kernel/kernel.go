@@ -26,6 +26,19 @@ type Request struct {
 	// OutputMaxLength caps stdout and stderr, each, in characters. A kernel must
 	// not buffer much more than this however much the code prints.
 	OutputMaxLength int
+	// Shell, when set, makes this the execution of a Shell session pool: the
+	// kernel runs the command (Code is ignored) in /mnt/data and reports its
+	// exit code in Result.ExitCode.
+	Shell *ShellCommand
+}
+
+// ShellCommand is the command of a Shell execution: Command for bash -c
+// (sh -c without bash), or Argv run without a shell; Stdin is its standard
+// input.
+type ShellCommand struct {
+	Command string   `json:"command,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	Stdin   string   `json:"stdin"`
 }
 
 // Status is the outcome of an execution.
@@ -53,6 +66,10 @@ type Result struct {
 	// an image, or the kernel does not know it. The emulator answers it for
 	// returnJupyterFormatExecutionResult.
 	Text *string
+	// ExitCode is the exit status of a Shell execution (128+N for a command
+	// killed by signal N, as bash reports it); nil for Python executions and
+	// for a command that could not be started or was stopped at its timeout.
+	ExitCode *int
 	// Duration is how long the code ran.
 	Duration time.Duration
 	// StdoutTruncated and StderrTruncated say the stream was cut at OutputMaxLength.

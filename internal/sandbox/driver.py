@@ -638,8 +638,43 @@ def main():
         run_one(runner, msg)
 
 
+def run_shell(cmd):
+    """Runs a Shell pool's command (a new request kind: op "exec" with
+    "shell": {"command"|"argv", "stdin"}) as a subprocess in /mnt/data
+    (or the working directory when there is none), its output going to the
+    driver's own stdout and stderr. Returns the exit code, 128+N for a
+    signal N as bash reports it; the timer's KeyboardInterrupt kills it."""
+    import subprocess
+    argv = cmd.get("argv")
+    if not argv:
+        sh = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+        argv = [sh, "-c", cmd.get("command", "")]
+    cwd = "/mnt/data" if os.path.isdir("/mnt/data") else None
+    for s in (sys.stdout, sys.stderr):
+        s.flush()
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, cwd=cwd, stdout=1, stderr=2,
+                             start_new_session=True)
+    except OSError as e:
+        sys.stderr.write("%s: %s\n" % (argv[0], e.strerror or e))
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    try:
+        p.communicate((cmd.get("stdin") or "").encode())
+    except BaseException:
+        # the timeout or an interrupt: stop the command and all it started
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.wait()
+        raise
+    rc = p.returncode
+    return 128 - rc if rc < 0 else rc
+
+
 def run_one(runner, msg):
     ok, has_value, value, img = False, False, None, None
+    exit_code = None
     _state["timed_out"] = False
     _state["interrupted"] = False
     timeout = float(msg.get("timeout") or 0)
@@ -654,7 +689,11 @@ def run_one(runner, msg):
             signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
         _state["in_cell"] = True
         try:
-            ok, has_value, value = runner.run(msg.get("code", ""))
+            if msg.get("shell") is not None:
+                exit_code = run_shell(msg["shell"])
+                ok = True
+            else:
+                ok, has_value, value = runner.run(msg.get("code", ""))
         finally:
             _state["in_cell"] = False
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -664,7 +703,7 @@ def run_one(runner, msg):
     duration = (time.monotonic() - start) * 1000.0
     out = {"id": msg.get("id"), "ok": ok, "has_value": False, "value": None, "text": None,
            "timed_out": _state["timed_out"], "interrupted": _state["interrupted"],
-           "duration_ms": duration}
+           "duration_ms": duration, "exit_code": exit_code}
     try:
         patch_pyplot()
         img = take_figure()

@@ -782,6 +782,7 @@ type execReply struct {
 	TimedOut    bool            `json:"timed_out"`
 	Interrupted bool            `json:"interrupted"`
 	DurationMS  float64         `json:"duration_ms"`
+	ExitCode    *int            `json:"exit_code"` // of a Shell command (op "exec" with "shell")
 }
 
 var emptyValue = json.RawMessage(`""`)
@@ -864,8 +865,12 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 	p.nextID++
 	id := p.nextID
 	far := time.Now().Add(req.Timeout + grace + time.Minute)
-	if err := p.send(map[string]any{"op": "exec", "id": id, "code": req.Code,
-		"timeout": req.Timeout.Seconds(), "nonce": string(nonce)}, far); err != nil {
+	msg := map[string]any{"op": "exec", "id": id, "code": req.Code,
+		"timeout": req.Timeout.Seconds(), "nonce": string(nonce)}
+	if req.Shell != nil {
+		msg["shell"] = req.Shell // the driver runs it as a subprocess (run_shell)
+	}
+	if err := p.send(msg, far); err != nil {
 		// The driver is gone or stuck: the next path sees it as dead.
 		p.kill()
 	}
@@ -938,6 +943,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 				res.Status = kernel.Failed
 			}
 			res.TimedOut = rep.TimedOut
+			res.ExitCode = rep.ExitCode
 			if rep.HasValue && len(rep.Value) > 0 {
 				res.Value, res.Text = rep.Value, rep.Text
 			} else {
