@@ -8,6 +8,7 @@ package azsessions
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -832,6 +834,103 @@ func TestExecuteBoundedTime(t *testing.T) {
 					require.Equal(t, int32(1), gets.Load(), "looked up once")
 				}
 			})
+		})
+	}
+}
+
+// TestHostileBodiesMemoryBounded (finding 16): what a hostile answer within
+// MaxResponseSize costs is bounded: an error body of 31 MiB is kept only up
+// to MaxErrorBodySize (the error text stays small and one call allocates a
+// small multiple of the wire size, the test server's own copy included),
+// and a listing page of millions of empty objects is refused before it is
+// decoded (MaxPageEntries) instead of becoming gigabytes of heap. The
+// figures are runtime.MemStats deltas with generous bounds (no timing).
+func TestHostileBodiesMemoryBounded(t *testing.T) {
+	t.Run("error body", func(t *testing.T) {
+		body := []byte("[" + strings.Repeat("0,", (MaxResponseSize-16)/2) + "0]")
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("GET /files/{name}", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusBadRequest, body)
+		})
+		var before, after goruntime.MemStats
+		goruntime.GC()
+		goruntime.ReadMemStats(&before)
+		_, err := p.client.Session(testIdentifier).GetFile(context.Background(), "x.txt", nil)
+		require.Error(t, err)
+		msg := err.Error()
+		goruntime.ReadMemStats(&after)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		require.Less(t, len(msg), 4*MaxErrorBodySize, "the error text is %d bytes", len(msg))
+		require.Contains(t, msg, "MaxErrorBodySize")
+		require.Less(t, allocated, uint64(2*len(body)), "one failed call allocated %d MiB for a %d MiB body", allocated>>20, len(body)>>20)
+	})
+	t.Run("listing page of empty objects", func(t *testing.T) {
+		body := []byte(`{"value":[` + strings.Repeat("{},", (8<<20)/3) + `{}]}`)
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, body) })
+		sessions := bytes.Replace(body, []byte("value"), []byte("sessions"), 1)
+		p.handle("GET /listSessions", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, sessions) })
+		var before, after goruntime.MemStats
+		goruntime.GC()
+		goruntime.ReadMemStats(&before)
+		_, err := p.client.Session(testIdentifier).NewListFilesPager(nil).NextPage(context.Background())
+		require.ErrorContains(t, err, "MaxPageEntries")
+		_, err = p.client.NewListSessionsPager(nil).NextPage(context.Background())
+		require.ErrorContains(t, err, "MaxPageEntries")
+		goruntime.ReadMemStats(&after)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		// decoded, the two pages allocated over 1 GiB; refused, about 6x the
+		// wire size each (reading, the server's copy; more under -race)
+		require.Less(t, allocated, uint64(16*len(body)), "two refused pages allocated %d MiB for %d MiB each", allocated>>20, len(body)>>20)
+	})
+	t.Run("a full page is decoded", func(t *testing.T) {
+		entries := strings.TrimSuffix(strings.Repeat(`{"name":"a.txt","type":"file"},`, MaxPageEntries), ",")
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, []byte(`{"value":[`+entries+`]}`))
+		})
+		page, err := p.client.Session(testIdentifier).NewListFilesPager(nil).NextPage(context.Background())
+		require.NoError(t, err)
+		require.Len(t, page.Files, MaxPageEntries)
+	})
+}
+
+// wrappingTransporter is a Transporter that is not an *http.Client: a
+// logging or metrics wrapper, as users write them.
+type wrappingTransporter struct{ c *http.Client }
+
+func (w wrappingTransporter) Do(r *http.Request) (*http.Response, error) { return w.c.Do(r) }
+
+// TestRedirectsNotFollowedThroughWrappedTransport (finding 10): the client
+// turns redirects off in an *http.Client; a Transporter wrapping one would
+// follow them (to the same host on another port net/http even forwards
+// Authorization). The redirected request is stopped before it leaves: a
+// GET by the connection watch, an execution POST because its body cannot
+// be replayed (GetBody cleared).
+func TestRedirectsNotFollowedThroughWrappedTransport(t *testing.T) {
+	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			evil := startEvil(t, true)
+			p := setup(t, APIVersion20251002Preview, withCredential(), withOptions(func(o *ClientOptions) {
+				o.Transport = wrappingTransporter{c: o.Transport.(*http.Client)}
+			}))
+			redirect := func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, evil.srv.URL+"/steal?"+r.URL.RawQuery, status)
+			}
+			p.handle("GET /files", redirect)
+			p.handle("POST /executions", redirect)
+			p.handle("GET /executions/{id}", redirect)
+			sess := p.client.Session(hostileIdentifier)
+			_, err := sess.NewListFilesPager(nil).NextPage(context.Background())
+			require.ErrorContains(t, err, "redirect")
+			require.NotContains(t, err.Error(), hostileIdentifier)
+			_, err = sess.Execute(context.Background(), "print(1)", nil)
+			require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+			require.NotContains(t, err.Error(), hostileIdentifier)
+			require.Equal(t, 1, p.requestsTo("POST", "/executions"))
+			evil.mu.Lock()
+			defer evil.mu.Unlock()
+			require.Zero(t, evil.requests.Load(), "a redirect reached the other origin with Authorization %q", evil.auth)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -76,6 +77,17 @@ const MaxUploadSize = 128 << 20
 // PerRetryPolicies, InsecureAllowCredentialWithHTTP) and APIVersion, which
 // selects the api-version (DefaultAPIVersion when empty; one of the
 // APIVersion* constants, anything else is an error from NewClient).
+//
+// Logging.IncludeBody makes azcore log every response body as it came. Error
+// bodies are redacted before they reach the log (identifier and token, and
+// cut at MaxErrorBodySize), but successful answers repeat the session
+// identifier (executions, sessions, listings), so with IncludeBody the
+// identifier reaches the log listener: leave it off outside debugging.
+//
+// A Transport that is not an *http.Client (a wrapper around one) may follow
+// redirects itself; the client stops such a redirect to another host:port
+// before it is sent and refuses an answer for another URL, but it cannot see
+// inside the Transporter: prefer an *http.Client, whose redirects it turns off.
 type ClientOptions struct {
 	azcore.ClientOptions
 }
@@ -345,6 +357,42 @@ func (g *linkGuard) next(link string) error {
 	return nil
 }
 
+// MaxPageEntries bounds the objects of one listing page (NewListFilesPager,
+// NewListSessionsPager): a page with more is refused before it is decoded.
+// A page within MaxResponseSize made of empty objects ({},{},... three
+// bytes each) would otherwise decode into some 200 bytes of heap per
+// entry: gigabytes for one page.
+const MaxPageEntries = 10000
+
+// checkPageEntries counts the JSON objects of a listing page (outside
+// strings) and refuses more than MaxPageEntries entries.
+func checkPageEntries(resp *http.Response) error {
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return err
+	}
+	n, inString, escaped := 0, false, false
+	for _, c := range body {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{':
+			if n++; n > MaxPageEntries+1 { // +1: the page object itself
+				return fmt.Errorf("azsessions: the listing page has more than %d entries (MaxPageEntries)", MaxPageEntries)
+			}
+		}
+	}
+	return nil
+}
+
 // sameOrigin reports whether u has the endpoint's scheme, host and port.
 func (c *Client) sameOrigin(u *url.URL) bool {
 	ep, err := url.Parse(c.endpoint)
@@ -434,9 +482,15 @@ type streamKey struct{}
 type guardTransport struct {
 	next  policy.Transporter
 	limit int64 // responseLimit when the client was made
+	// watch says next is not an *http.Client whose redirects the client
+	// turned off (a user's wrapper around one): doWatched stops a redirect
+	// it follows before the redirected request leaves, as far as net/http
+	// lets it see one.
+	watch bool
 }
 
 func newGuardTransport(t policy.Transporter) policy.Transporter {
+	watch := false
 	switch hc := t.(type) {
 	case nil:
 		t = &http.Client{Transport: defaultHTTPTransport(), CheckRedirect: noRedirect}
@@ -444,8 +498,10 @@ func newGuardTransport(t policy.Transporter) policy.Transporter {
 		cp := *hc
 		cp.CheckRedirect = noRedirect
 		t = &cp
+	default:
+		watch = true
 	}
-	return guardTransport{next: t, limit: responseLimit}
+	return guardTransport{next: t, limit: responseLimit, watch: watch}
 }
 
 // defaultHTTPTransport has the settings of azcore's default transport.
@@ -465,8 +521,69 @@ func defaultHTTPTransport() *http.Transport {
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
+// errRedirectRefused is the error of a request whose custom Transporter
+// followed, or began to follow, a redirect.
+var errRedirectRefused = errors.New("azsessions: the Transporter followed a redirect, which this API never sends; refused (pass an *http.Client as ClientOptions.Transport, whose redirects the client turns off)")
+
+// doWatched sends req through a Transporter that may follow redirects (one
+// that is not an *http.Client): an httptrace hook sees every connection
+// net/http asks for on behalf of req, and a second one to another
+// host:port (the redirected request) cancels the request before it is
+// written; an answer for another URL than req's is refused too (a redirect
+// to the same host:port has then already been sent, to the endpoint's own
+// origin).
+func (g guardTransport) doWatched(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	var mu sync.Mutex
+	first := ""
+	trace := &httptrace.ClientTrace{GetConn: func(hostPort string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == "" {
+			first = hostPort
+		} else if hostPort != first {
+			cancel(errRedirectRefused)
+		}
+	}}
+	sent := req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	resp, err := g.next.Do(sent)
+	if err != nil {
+		refused := errors.Is(context.Cause(ctx), errRedirectRefused)
+		cancel(nil)
+		if refused {
+			return nil, &hopelessError{err: errRedirectRefused, why: "a redirect"}
+		}
+		return nil, err
+	}
+	if resp.Request != nil && resp.Request.URL != nil && resp.Request.URL.String() != req.URL.String() {
+		resp.Body.Close()
+		cancel(nil)
+		return nil, &hopelessError{err: errRedirectRefused, why: "a redirect"}
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
 func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
-	resp, err := g.next.Do(req)
+	var resp *http.Response
+	var err error
+	if g.watch {
+		resp, err = g.doWatched(req)
+	} else {
+		resp, err = g.next.Do(req)
+	}
 	if err != nil {
 		return nil, notRetriedIfHopeless(req, err)
 	}

@@ -542,6 +542,9 @@ func (s *Session) listFilesCreateRequest(ctx context.Context, dir string, option
 // listFilesHandleResponse decodes one page: {"value":[File...],"nextLink"}
 // or, legacy, {"value":[{"properties":...}]} (one page).
 func (s *Session) listFilesHandleResponse(resp *http.Response, dir string) (ListFilesResponse, error) {
+	if err := checkPageEntries(resp); err != nil {
+		return ListFilesResponse{}, err
+	}
 	if s.client.features.Legacy {
 		var w wire.LegacyFileList
 		if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {

@@ -325,6 +325,9 @@ func (c *Client) listSessionsCreateRequest(ctx context.Context, options *ListSes
 // listSessionsHandleResponse decodes one page ("sessions", or "value" on
 // custom-container pools).
 func (c *Client) listSessionsHandleResponse(resp *http.Response) (ListSessionsResponse, error) {
+	if err := checkPageEntries(resp); err != nil {
+		return ListSessionsResponse{}, err
+	}
 	var w wire.SessionList
 	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return ListSessionsResponse{}, err
