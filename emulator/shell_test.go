@@ -97,9 +97,21 @@ func TestShellPoolRefusesPython(t *testing.T) {
 // pool: exit codes as data, stdin, /mnt/data as the working directory and
 // its files shared with the files API, argv without a shell.
 func TestExecuteShellAgainstEmulator(t *testing.T) {
-	testenv.NeedSandbox(t)
-	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-	require.NoError(t, err)
+	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == emulator.SandboxGvisor {
+				testenv.NeedGvisor(t)
+			} else {
+				testenv.NeedSandbox(t)
+			}
+			exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: mode, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
+			require.NoError(t, err)
+			testExecuteShellAgainstEmulator(t, exec)
+		})
+	}
+}
+
+func testExecuteShellAgainstEmulator(t *testing.T, exec emulator.Executor) {
 	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, PoolType: emulator.PoolTypeShell})
 	require.NoError(t, err)
 	defer srv.Close()
@@ -142,6 +154,10 @@ func TestExecuteShellAgainstEmulator(t *testing.T) {
 	require.NotContains(t, resp.Stdout, "never")
 	resp, err = s.ExecuteShell(ctx, azsessions.ShellExecution{ShellCommand: "pgrep -x sleep | wc -l"}, nil)
 	require.NoError(t, err)
+	if resp.Stdout != "0\n" {
+		ps, _ := s.ExecuteShell(ctx, azsessions.ShellExecution{ShellCommand: "ps -eo pid,ppid,pgid,sid,stat,comm"}, nil)
+		t.Logf("ps: %s %s", ps.Stdout, ps.Stderr)
+	}
 	require.Equal(t, "0\n", resp.Stdout, "the timed-out command's background sleep was killed too")
 
 	// the file the command made is the files API's

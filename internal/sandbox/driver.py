@@ -638,6 +638,18 @@ def main():
         run_one(runner, msg)
 
 
+def _reap(pid, flags):
+    """Reaps exited children that the command left behind: under gVisor the
+    driver is PID 1, so orphans become its children and would stay zombies."""
+    while True:
+        try:
+            got, _ = os.waitpid(pid, flags)
+        except (ChildProcessError, InterruptedError):
+            return
+        if got == 0:
+            return
+
+
 def run_shell(cmd):
     """Runs a Shell pool's command (a new request kind: op "exec" with
     "shell": {"command"|"argv", "stdin"}) as a subprocess in /mnt/data
@@ -667,7 +679,9 @@ def run_shell(cmd):
         except OSError:
             pass
         p.wait()
+        _reap(-p.pid, 0)
         raise
+    _reap(-1, os.WNOHANG)
     rc = p.returncode
     return 128 - rc if rc < 0 else rc
 
