@@ -278,7 +278,7 @@ func TestEscapeDiskInFlightDescriptors(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		const file = testFileSize - 1<<20 // under RLIMIT_FSIZE
-		const files = 48                 // 336 MiB against a 40 MiB limit
+		const files = 48                  // 336 MiB against a 40 MiB limit
 		before := hostFree(t, k.DataDir())
 		res := runT(t, k, fmt.Sprintf(`import os, socket, array
 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)

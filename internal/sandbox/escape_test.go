@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -712,5 +713,109 @@ print(sorted(os.listdir('/mnt/data')))`)
 		ents, err := os.ReadDir(k.DataDir())
 		require.NoError(t, err)
 		require.Empty(t, ents, "a core file was written")
+	})
+}
+
+// TestEscapeReplyFlood (red team F2): session code can write to the driver's
+// reply descriptor (fd 4; the protocol socket on gVisor). Lines written
+// there while no cell runs are not replies: the emulator discards them
+// without buffering them (before, 4 queued 64 MiB lines plus one being read:
+// ~320 MiB of emulator heap per session, charged to no sandbox), and the
+// session keeps working.
+func TestEscapeReplyFlood(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		requireOK(t, k, `import os, threading
+def flood():
+    while not os.path.exists("/mnt/data/go"):
+        threading.Event().wait(0.05)
+    chunk = b"A" * (1 << 20)
+    for _ in range(5):
+        os.write(4, b'"')
+        for _ in range(60):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(4, view):]
+        os.write(4, b'"\n')
+    open("/mnt/data/done", "w").close()
+threading.Thread(target=flood, daemon=True).start()`)
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.HeapInuse
+		require.NoError(t, os.WriteFile(filepath.Join(k.DataDir(), "go"), nil, 0o644))
+		// Until the flood was written (or the emulator holds too much of it:
+		// before, the writer then blocked on a reader that held 5 lines).
+		const most = 16 << 20
+		var grown int64
+		require.Eventually(t, func() bool {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			grown = int64(ms.HeapInuse) - int64(before)
+			if grown >= most {
+				return true
+			}
+			_, err := os.Stat(filepath.Join(k.DataDir(), "done"))
+			return err == nil
+		}, 2*time.Minute, 100*time.Millisecond, "the flood did not finish")
+		t.Logf("emulator heap in use after GC: %d MiB before, %+d MiB during the flood", before>>20, grown>>20)
+		require.Less(t, grown, int64(most), "the emulator buffered what session code wrote to the reply descriptor")
+		res := requireOK(t, k, "1 + 1")
+		require.JSONEq(t, "2", string(res.Value))
+	})
+}
+
+// TestEscapeSetuidFiles (red team F5): files in /mnt/data are files on the
+// host; a setuid or setgid copy of a program made in a session (owned by
+// -sandbox-user) would run as that user for whoever executes it on the host.
+// Setting those bits is refused (chmod, fchmod, open with O_CREAT, mknod),
+// and no file of the data directory has them on the host.
+func TestEscapeSetuidFiles(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		res := requireOK(t, k, `import os, shutil
+shutil.copyfile("/usr/bin/id", "/mnt/data/x")
+os.chmod("/mnt/data/x", 0o755)
+def fchmod():
+    fd = os.open("/mnt/data/x", os.O_RDONLY)
+    try:
+        os.fchmod(fd, 0o4755)
+    finally:
+        os.close(fd)
+out = []
+for name, f in [("chmod", lambda: os.chmod("/mnt/data/x", 0o6755)),
+                ("chmod-setgid", lambda: os.chmod("/mnt/data/x", 0o2755)),
+                ("fchmod", fchmod),
+                ("open", lambda: os.close(os.open("/mnt/data/y", os.O_CREAT | os.O_WRONLY, 0o4755))),
+                ("mknod", lambda: os.mknod("/mnt/data/z", 0o104755))]:
+    try:
+        f()
+        out.append(name + "=ok")
+    except OSError as e:
+        out.append(f"{name}={e.errno}")
+print(" ".join(out))
+os.close(os.open("/mnt/data/w", os.O_CREAT | os.O_WRONLY, 0o640))
+os.chmod("/mnt/data/w", 0o710)`)
+		t.Logf("%s: %s", opts.Mode, res.Stdout)
+		// EPERM from bwrap's seccomp filter, or the Sentry's (OCI seccomp).
+		require.Equal(t, "chmod=1 chmod-setgid=1 fchmod=1 open=1 mknod=1\n", res.Stdout)
+		found := 0
+		require.NoError(t, filepath.WalkDir(k.DataDir(), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			fi, err := os.Lstat(path)
+			if err != nil {
+				return err
+			}
+			found++
+			require.Zero(t, fi.Mode()&(os.ModeSetuid|os.ModeSetgid), "%s is %v on the host", filepath.Base(path), fi.Mode())
+			return nil
+		}))
+		require.GreaterOrEqual(t, found, 2, "x and w are in the data directory")
+		// Plain modes still work.
+		fi, err := os.Stat(filepath.Join(k.DataDir(), "w"))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o710), fi.Mode().Perm())
 	})
 }

@@ -191,6 +191,57 @@ type ociMount struct {
 
 type ociLinux struct {
 	Namespaces []ociNamespace `json:"namespaces"`
+	Seccomp    *ociSeccomp    `json:"seccomp,omitempty"`
+}
+
+// ociSeccomp is the filter the Sentry applies to session code (runsc
+// --oci-seccomp); it never reaches the host kernel.
+type ociSeccomp struct {
+	DefaultAction string           `json:"defaultAction"`
+	Architectures []string         `json:"architectures"`
+	Syscalls      []ociSeccompRule `json:"syscalls"`
+}
+
+type ociSeccompRule struct {
+	Names    []string        `json:"names"`
+	Action   string          `json:"action"`
+	ErrnoRet uint            `json:"errnoRet"`
+	Args     []ociSeccompArg `json:"args,omitempty"`
+}
+
+type ociSeccompArg struct {
+	Index    uint   `json:"index"`
+	Value    uint64 `json:"value"`
+	ValueTwo uint64 `json:"valueTwo"`
+	Op       string `json:"op"`
+}
+
+// gvisorSeccomp refuses setuid and setgid modes (EPERM) as bwrap's filter
+// does (see seccomp.go): gVisor's Gofer sets them on the host files of
+// /mnt/data otherwise. fchmodat2 is left out: this gVisor does not know it
+// (ENOSYS). Nil on architectures without a filter.
+func gvisorSeccomp() *ociSeccomp {
+	if ociArch == "" {
+		return nil
+	}
+	f := &ociSeccomp{DefaultAction: "SCMP_ACT_ALLOW", Architectures: []string{ociArch}}
+	for _, r := range modeRules() {
+		if r.name == "fchmodat2" {
+			continue
+		}
+		for _, bit := range []uint64{unix.S_ISUID, unix.S_ISGID} {
+			mode := ociSeccompArg{Index: uint(r.modeArg), Value: bit, ValueTwo: bit, Op: "SCMP_CMP_MASKED_EQ"}
+			if r.flagsArg < 0 {
+				f.Syscalls = append(f.Syscalls, ociSeccompRule{Names: []string{r.name}, Action: "SCMP_ACT_ERRNO", ErrnoRet: uint(syscall.EPERM), Args: []ociSeccompArg{mode}})
+				continue
+			}
+			for _, flag := range []uint64{unix.O_CREAT, oTmpfileOnly} {
+				f.Syscalls = append(f.Syscalls, ociSeccompRule{Names: []string{r.name}, Action: "SCMP_ACT_ERRNO", ErrnoRet: uint(syscall.EPERM),
+					Args: []ociSeccompArg{{Index: uint(r.flagsArg), Value: flag, ValueTwo: flag, Op: "SCMP_CMP_MASKED_EQ"}, mode}})
+			}
+		}
+	}
+	return f
 }
 
 type ociNamespace struct {
@@ -362,7 +413,7 @@ func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverC
 		Mounts:   mounts,
 		Linux: ociLinux{Namespaces: []ociNamespace{
 			{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"},
-		}},
+		}, Seccomp: gvisorSeccomp()},
 	}
 	for k, v := range env {
 		spec.Process.Env = append(spec.Process.Env, k+"="+v)
@@ -375,7 +426,7 @@ func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverC
 		return fail(err)
 	}
 	args := []string{e.runsc, "--root", c.root, "--network=none", "--platform=" + gvisorPlatform,
-		"--host-uds=open", "--ignore-cgroups", "run", "--bundle", c.bundle, c.id}
+		"--host-uds=open", "--ignore-cgroups", "--oci-seccomp", "run", "--bundle", c.bundle, c.id}
 	return args, c, nil
 }
 

@@ -29,8 +29,22 @@ const (
 	sandboxTmp  = "/tmp"
 )
 
-// maxReplyBytes bounds one protocol line from the driver.
+// maxReplyBytes bounds one protocol line from the driver while a reply is
+// awaited: an execution's reply carries the cell's value, whose text is
+// capped at 1 MiB (the driver's max_value_chars) but whose figure is a PNG
+// of whatever size matplotlib renders; a longer line is a broken protocol
+// (the kernel is treated as dead).
 const maxReplyBytes = 64 << 20
+
+// idleReplyBytes bounds a protocol line that arrives while no reply is
+// awaited (no cell running, kernel started): the only legitimate one is the
+// driver's "preloaded" message (a list of module names). Session code can
+// write to the reply descriptor (fd 4; the protocol socket on gVisor); a
+// longer line is discarded as it is read, without being buffered, so an idle
+// session holds at most this much of the emulator's memory in replies
+// (before, 5 lines of 64 MiB each: 320 MiB of emulator heap per session,
+// charged to no sandbox).
+const idleReplyBytes = 64 << 10
 
 // proc is one running driver process (inside bwrap or not).
 type proc struct {
@@ -44,6 +58,12 @@ type proc struct {
 	resR, outR, errR *os.File
 	stdout, stderr   *stream
 	msgs             chan []byte // replies; closed when fd 4 ends or breaks
+
+	// awaitMu guards await: non-nil while a reply is awaited (start-up, an
+	// execution), closed when it no longer is. Lines arriving without one
+	// are dropped (see idleReplyBytes).
+	awaitMu sync.Mutex
+	await   chan struct{}
 
 	exited  chan struct{} // closed once the process was reaped
 	waitErr error
@@ -276,7 +296,7 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cmd: cmd, dataDir: dataDir, cg: cg, role: role, gv: gv,
 		cmdW: cmdW, resR: resR, outR: outR, errR: errR,
 		stdout: newStream(), stderr: newStream(),
-		msgs:   make(chan []byte, 4),
+		msgs:   make(chan []byte), // unbuffered: no reply is held once no one waits
 		exited: make(chan struct{}),
 		dead:   make(chan struct{}),
 
@@ -319,6 +339,8 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 			return nil, fmt.Errorf("sandbox: kernel did not start (%v; %v): %s", err, p.waitErr, strings.TrimSpace(msg))
 		}
 	}
+	startDone := p.awaitReply()
+	defer startDone()
 	p.wg.Add(1)
 	go func() { defer p.wg.Done(); p.readReplies() }()
 	select {
@@ -479,18 +501,56 @@ func (e *Executor) sysFiles() ([]sysFile, error) {
 	return out, nil
 }
 
-// readReplies turns fd 4 into messages until it ends or breaks.
+// awaitReply marks a reply as awaited until the returned func is called.
+func (p *proc) awaitReply() (done func()) {
+	stop := make(chan struct{})
+	p.awaitMu.Lock()
+	p.await = stop
+	p.awaitMu.Unlock()
+	return func() {
+		p.awaitMu.Lock()
+		if p.await == stop {
+			p.await = nil
+		}
+		p.awaitMu.Unlock()
+		close(stop)
+	}
+}
+
+// awaiting is the current await channel, nil when no reply is awaited.
+func (p *proc) awaiting() chan struct{} {
+	p.awaitMu.Lock()
+	defer p.awaitMu.Unlock()
+	return p.await
+}
+
+// readReplies turns fd 4 into messages until it ends or breaks. A line is
+// held only while a reply is awaited (at most maxReplyBytes, one at a time:
+// msgs is unbuffered); without one, lines longer than idleReplyBytes are
+// discarded as they are read, and complete ones other than "preloaded" are
+// dropped.
 func (p *proc) readReplies() {
 	defer close(p.msgs)
 	r := bufio.NewReaderSize(p.resR, 64*1024)
 	for {
 		var line []byte
+		discard := false
 		for {
 			chunk, err := r.ReadSlice('\n')
-			if len(line)+len(chunk) > maxReplyBytes {
-				return // broken protocol: treated as a dead kernel
+			if !discard {
+				limit := idleReplyBytes
+				if p.awaiting() != nil {
+					limit = maxReplyBytes
+				}
+				switch {
+				case len(line)+len(chunk) <= limit:
+					line = append(line, chunk...)
+				case limit == maxReplyBytes:
+					return // broken protocol: treated as a dead kernel
+				default:
+					discard, line = true, nil // not a reply: skip to its end
+				}
 			}
-			line = append(line, chunk...)
 			if err == nil {
 				break
 			}
@@ -498,13 +558,21 @@ func (p *proc) readReplies() {
 				return
 			}
 		}
+		if discard {
+			continue
+		}
 		if bytes.HasPrefix(line, preloadMessage) {
 			// Not an execution's reply: the background preload is done.
 			p.markPreloaded(line)
 			continue
 		}
+		stop := p.awaiting()
+		if stop == nil {
+			continue // no one waits: not a reply
+		}
 		select {
 		case p.msgs <- line:
+		case <-stop: // the wait ended: drop it
 		case <-p.dead:
 			return
 		}
@@ -862,6 +930,8 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 	nonce := []byte("\x1eazs-" + randHex(12) + "\x1e")
 	p.stdout.begin(nonce, maxLen)
 	p.stderr.begin(nonce, maxLen)
+	replyDone := p.awaitReply()
+	defer replyDone()
 	p.nextID++
 	id := p.nextID
 	far := time.Now().Add(req.Timeout + grace + time.Minute)

@@ -66,10 +66,18 @@ import (
 //     uses them (the forkserver start method passes descriptors with
 //     sendmsg and does not work; glibc's resolver uses sendmmsg, and the
 //     sandbox has no DNS server to reach anyway).
+//   - A mode with S_ISUID or S_ISGID fails with EPERM in chmod, fchmod,
+//     fchmodat, fchmodat2, mknod(at), creat and open(at) with O_CREAT or
+//     O_TMPFILE (the mode argument is only read then), and openat2 (its mode
+//     is in memory) fails with ENOSYS, as on a kernel without it: files in
+//     /mnt/data are files on the host, and a setuid copy of a program made
+//     in a session (owned by -sandbox-user) would run as that user for
+//     whoever on the host executes it. The sandbox's own mounts are nosuid
+//     anyway, so no session code needs these bits.
 //
 // Everything else is allowed: it is a deny-list for system calls and an
 // allow-list where arguments matter (socket families, clone flags,
-// personality).
+// personality, file modes).
 //
 // # Compared with Docker's and Flatpak's filters
 //
@@ -94,7 +102,9 @@ import (
 // Docker allows things this filter refuses: ptrace and process_vm_*
 // (kernels >= 4.8), personality's PER_LINUX32 and UNAME26 variants, socket
 // families other than AF_VSOCK, io_uring (newer profiles refuse it),
-// fallocate, sendmsg/sendmmsg, and the i386/x32 ABIs. Refusing them costs
+// fallocate, sendmsg/sendmmsg, setuid/setgid modes (Docker mounts volumes
+// nosuid only on request; its containers' files stay in its storage),
+// openat2, and the i386/x32 ABIs. Refusing them costs
 // nothing to notebook code (debuggers do not run in a session; no notebook
 // library passes descriptors). Docker needs no sendmsg rule because it
 // enforces disk limits with filesystem quotas (or not at all), which count
@@ -152,6 +162,32 @@ const perLinux = 0
 const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
 
+// setIDBits are S_ISUID and S_ISGID, refused in file modes.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// oTmpfileOnly is O_TMPFILE without the O_DIRECTORY it includes.
+const oTmpfileOnly = unix.O_TMPFILE &^ unix.O_DIRECTORY
+
+// modeRule is a system call whose mode argument may not have setIDBits.
+type modeRule struct {
+	name     string // for gVisor's OCI seccomp filter
+	nr       uint32
+	flagsArg int // open flags argument (mode read only with O_CREAT or O_TMPFILE), -1 if none
+	modeArg  int
+}
+
+// modeRules are the system calls that set a file's mode, with the
+// architecture's own from archModeRules.
+func modeRules() []modeRule {
+	return append([]modeRule{
+		{"fchmod", unix.SYS_FCHMOD, -1, 1},
+		{"fchmodat", unix.SYS_FCHMODAT, -1, 2},
+		{"fchmodat2", unix.SYS_FCHMODAT2, -1, 2},
+		{"mknodat", unix.SYS_MKNODAT, -1, 2},
+		{"openat", unix.SYS_OPENAT, 2, 3},
+	}, archModeRules...)
+}
+
 // deniedSyscall is a system call the filter makes fail with errno.
 type deniedSyscall struct {
 	nr    uint32
@@ -168,7 +204,7 @@ func deniedSyscalls() []deniedSyscall {
 		}
 	}
 	add(syscall.EOPNOTSUPP, unix.SYS_FALLOCATE)
-	add(syscall.ENOSYS, unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER, unix.SYS_CLONE3)
+	add(syscall.ENOSYS, unix.SYS_OPENAT2, unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER, unix.SYS_CLONE3)
 	add(syscall.EPERM,
 		unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
 		unix.SYS_BPF, unix.SYS_USERFAULTFD, unix.SYS_PERF_EVENT_OPEN,
@@ -280,6 +316,9 @@ func seccompProgram() []byte {
 	a.jump(bpfJeqK, unix.SYS_CLONE, "clone", "")
 	a.jump(bpfJeqK, unix.SYS_PERSONALITY, "personality", "")
 	a.jump(bpfJeqK, unix.SYS_IOCTL, "ioctl", "")
+	for _, r := range modeRules() {
+		a.jump(bpfJeqK, r.nr, fmt.Sprintf("mode-%d", r.nr), "")
+	}
 	for _, d := range deniedSyscalls() {
 		used[d.errno] = true
 		a.jump(bpfJeqK, d.nr, errno(d.errno), "")
@@ -312,6 +351,16 @@ func seccompProgram() []byte {
 	a.load(argLow(1))
 	a.jump(bpfJeqK, unix.TIOCSTI, errno(syscall.EPERM), "")
 	a.jump(bpfJeqK, unix.TIOCLINUX, errno(syscall.EPERM), "allow")
+
+	for _, r := range modeRules() {
+		a.label(fmt.Sprintf("mode-%d", r.nr))
+		if r.flagsArg >= 0 {
+			a.load(argLow(r.flagsArg))
+			a.jump(bpfJsetK, unix.O_CREAT|oTmpfileOnly, "", "allow")
+		}
+		a.load(argLow(r.modeArg))
+		a.jump(bpfJsetK, setIDBits, errno(syscall.EPERM), "allow")
+	}
 
 	a.label("allow")
 	a.ret(retAllow)

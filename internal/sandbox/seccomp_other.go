@@ -7,4 +7,9 @@ const auditArch = 0
 
 const compatBit = 0
 
+const ociArch = ""
+
 var archDenied = []uint32{}
+
+// archModeRules: none (see modeRules).
+var archModeRules = []modeRule{}
