@@ -693,11 +693,29 @@ var (
 
 // Intervals of the data directory watcher: while a cell runs (Execute) and
 // while the kernel is idle (its watcher goroutine; threads and processes a
-// cell started keep running between cells).
+// cell started keep running between cells). The idle interval adapts to the
+// cost of the last scan (see nextWatchInterval).
 const (
 	watchCellInterval = 300 * time.Millisecond
 	watchIdleInterval = time.Second
+	// watchIdleMax caps the idle interval: how long a background writer of
+	// a session with a huge tree can write between two scans (each file
+	// bounded by RLIMIT_FSIZE; the scans at the start and end of every
+	// cell still enforce the limit before and after it).
+	watchIdleMax = 30 * time.Second
+	// watchIdleShare is the inverse of the share of one core the idle
+	// watcher may spend per session: 20 = 5 %.
+	watchIdleShare = 20
 )
+
+// nextWatchInterval is the idle watcher's wait after a scan that took last:
+// 20 × last (so that scanning takes at most ~5 % of one core per idle
+// session, outside the sandbox's CPU quota: a tree of 98,000 entries took
+// ~0.5 s a scan, every second), at least watchIdleInterval, at most
+// watchIdleMax.
+func nextWatchInterval(last time.Duration) time.Duration {
+	return min(max(watchIdleShare*last, watchIdleInterval), watchIdleMax)
+}
 
 // startWatch starts the watcher that stops the kernel when its data directory
 // passes the limits between cells. Close stops it.
@@ -707,14 +725,14 @@ func (k *Kernel) startWatch() {
 	go k.watch()
 }
 
-// watch measures the data directory every watchIdleInterval while no cell
+// watch measures the data directory every nextWatchInterval while no cell
 // runs (Execute watches during a cell) and kills the kernel's processes when
 // it is over the limits: what a cell left running in the background cannot
 // fill the disk. The kernel is restarted by the next Execute (files kept),
 // whose Result says why. A dead kernel is not measured (nothing of it writes).
 func (k *Kernel) watch() {
 	defer k.watchWG.Done()
-	t := time.NewTicker(watchIdleInterval)
+	t := time.NewTimer(watchIdleInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -722,19 +740,23 @@ func (k *Kernel) watch() {
 			return
 		case <-t.C:
 		}
-		if !k.mu.TryLock() {
-			continue // a cell runs (Execute watches it) or Close runs
-		}
-		p, err := k.current()
-		if err == nil && p != nil && p.alive() {
-			if over := k.overLimit(p); over != "" {
-				p.kill()
-				k.pmu.Lock()
-				k.stopped = over
-				k.pmu.Unlock()
+		var took time.Duration
+		if k.mu.TryLock() { // else a cell runs (Execute watches it) or Close runs
+			p, err := k.current()
+			if err == nil && p != nil && p.alive() {
+				start := time.Now()
+				over := k.overLimit(p)
+				took = time.Since(start)
+				if over != "" {
+					p.kill()
+					k.pmu.Lock()
+					k.stopped = over
+					k.pmu.Unlock()
+				}
 			}
+			k.mu.Unlock()
 		}
-		k.mu.Unlock()
+		t.Reset(nextWatchInterval(took))
 	}
 }
 

@@ -122,8 +122,10 @@
 // directory is measured like du (the blocks allocated to every file and
 // directory, so sparse and preallocated files count what they take, and the
 // number of entries, i.e. inodes) when a cell starts, every 300 ms while it
-// runs and when it ends, and every second while the kernel is idle (threads
-// and processes a cell left running keep writing). Files the kernel's
+// runs and when it ends, and while the kernel is idle (threads and processes
+// a cell left running keep writing) every second, or every 20 × the last
+// scan's duration (at most 30 s) when scans are slow, so that the watcher
+// takes at most ~5 % of one core per idle session. Files the kernel's
 // processes hold open after deleting them (or created with O_TMPFILE) on the
 // data directory's file system count too (from /proc/<pid>/fd of the
 // sandbox's processes), since du cannot see them. The walk goes from
