@@ -723,7 +723,9 @@ type DownloadFileToPathResponse struct {
 // body arrived (its length checked against Content-Length, or, when the
 // service sent none, against GetFile's SizeInBytes, one more request). On
 // any failure the temporary file is removed and localPath keeps its
-// previous content.
+// previous content. An existing localPath is not replaced unless
+// DownloadFileToPathOptions.Overwrite is set: without it the call fails
+// before any I/O with an error matching os.ErrExist.
 func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string, options *DownloadFileToPathOptions) (DownloadFileToPathResponse, error) {
 	if options == nil {
 		options = &DownloadFileToPathOptions{}
@@ -737,7 +739,7 @@ func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string
 	}
 	if !options.Overwrite {
 		if _, err := os.Lstat(localPath); err == nil {
-			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: %s: %w", localPath, os.ErrExist)
+			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: %s: %w (set DownloadFileToPathOptions.Overwrite to replace it)", localPath, os.ErrExist)
 		}
 	}
 	resp, err := s.DownloadFile(ctx, name, nil)

@@ -144,6 +144,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxGvisor && c.sandbox != emulator.SandboxNone {
 		return c, fmt.Errorf("-sandbox must be %s, %s or %s", emulator.SandboxBwrap, emulator.SandboxGvisor, emulator.SandboxNone)
 	}
+	// The pool type is checked before any sandbox starts.
+	switch c.poolType {
+	case emulator.PoolTypePythonLTS, emulator.PoolTypeShell:
+	case "NodeLTS", "CustomContainer":
+		return c, fmt.Errorf("-pool-type %s is not emulated yet (%s and %s are)", c.poolType, emulator.PoolTypePythonLTS, emulator.PoolTypeShell)
+	default:
+		return c, fmt.Errorf("-pool-type must be %s or %s", emulator.PoolTypePythonLTS, emulator.PoolTypeShell)
+	}
 	if c.requireToken {
 		c.token = os.Getenv(tokenEnv)
 	}

@@ -48,6 +48,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-preload", "numpy, pandas,matplotlib"}, "", func(t *testing.T, c config) {
 			require.Equal(t, []string{"numpy", "pandas", "matplotlib"}, c.preload)
 		}},
+		{[]string{"-pool-type", "NodeLTS"}, "-pool-type NodeLTS is not emulated yet", nil},
+		{[]string{"-pool-type", "Perl"}, "-pool-type must be PythonLTS or Shell", nil},
+		{[]string{"-pool-type", "Shell"}, "", func(t *testing.T, c config) { require.Equal(t, "Shell", c.poolType) }},
 		{[]string{"-preload", "none"}, "", func(t *testing.T, c config) {
 			require.NotNil(t, c.preload)
 			require.Empty(t, c.preload)

@@ -106,6 +106,11 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 		if c.sandbox == emulator.SandboxNone {
 			fmt.Fprintln(c.stderr, "azsessions: warning: the emulator runs code WITHOUT isolation (--sandbox=none): trusted code only")
 		}
+		if c.verb != nil && c.verb.name != "shell" && c.verb.name != "exec" {
+			// Files and sessions of a one-command emulator are gone when the
+			// command ends: say so, as a later ls would find nothing.
+			fmt.Fprintln(c.stderr, "azsessions: note: --emulator lasts for this command only; its sessions and files end with it (use 'azsessions --emulator shell', or run azsessions-emulator and set "+envEndpoint+")")
+		}
 		srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec})
 		if err != nil {
 			return nil, fmt.Errorf("emulator: %w", err)

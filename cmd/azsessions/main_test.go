@@ -306,6 +306,7 @@ func TestEmulator(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "runtime\tpython 3.")
 	require.Contains(t, r.stdout, "package\tmatplotlib ")
+	require.Contains(t, r.stderr, "--emulator lasts for this command only", "a verb whose state ends with the command says so")
 
 	r = runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
 	require.Equal(t, 1, r.code)
