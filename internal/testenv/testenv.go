@@ -23,21 +23,32 @@ func NeedSandbox(t testing.TB, modules ...string) {
 	missing := ""
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		missing = "bwrap (Debian package bubblewrap)"
-	} else if _, err := os.Stat(Python); err != nil {
-		missing = Python
-	} else {
-		for _, m := range modules {
-			if err := exec.Command(Python, "-c", "import "+m).Run(); err != nil {
-				missing = "the Python module " + m + " for " + Python
-				break
-			}
+	}
+	need(t, missing, "run `make test` (it installs bubblewrap, python3-ipython, python3-pandas, python3-matplotlib, python3-tz)", modules)
+}
+
+// need skips or fails t for what is missing (a tool, else Debian's Python or
+// one of modules); hint says how to get it.
+func need(t testing.TB, missing, hint string, modules []string) {
+	t.Helper()
+	if missing == "" {
+		if _, err := os.Stat(Python); err != nil {
+			missing = Python
+		}
+	}
+	for _, m := range modules {
+		if missing != "" {
+			break
+		}
+		if err := exec.Command(Python, "-c", "import "+m).Run(); err != nil {
+			missing = "the Python module " + m + " for " + Python
 		}
 	}
 	if missing == "" {
 		return
 	}
 	if os.Getenv(RequireSandboxEnv) == "1" {
-		t.Fatalf("%s is missing and %s=1; run `make test` (it installs bubblewrap, python3-ipython, python3-pandas, python3-matplotlib, python3-tz)", missing, RequireSandboxEnv)
+		t.Fatalf("%s is missing and %s=1; %s", missing, RequireSandboxEnv, hint)
 	}
 	t.Skipf("skipping: %s is missing (set %s=1 to fail instead)", missing, RequireSandboxEnv)
 }
@@ -69,21 +80,6 @@ func NeedGvisor(t testing.TB, modules ...string) {
 		missing = "runsc (Debian package runsc)"
 	} else if os.Geteuid() != 0 {
 		missing = "root (runsc needs it)"
-	} else if _, err := os.Stat(Python); err != nil {
-		missing = Python
-	} else {
-		for _, m := range modules {
-			if err := exec.Command(Python, "-c", "import "+m).Run(); err != nil {
-				missing = "the Python module " + m + " for " + Python
-				break
-			}
-		}
 	}
-	if missing == "" {
-		return
-	}
-	if os.Getenv(RequireSandboxEnv) == "1" {
-		t.Fatalf("%s is missing and %s=1; run `make test` as root (it installs runsc)", missing, RequireSandboxEnv)
-	}
-	t.Skipf("skipping: %s is missing (set %s=1 to fail instead)", missing, RequireSandboxEnv)
+	need(t, missing, "run `make test` as root (it installs runsc)", modules)
 }
