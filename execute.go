@@ -942,8 +942,16 @@ func (s *Session) getExecutionHandleResponse(resp *http.Response, operationID st
 	if w.ID == "" {
 		w.ID = operationID
 	}
+	if w.ID != operationID {
+		return wire.ExecuteResponse{}, errOtherExecution
+	}
 	return w, nil
 }
+
+// errOtherExecution: an execution answer or record whose id is not the
+// operation-id asked for (red-team finding 6). The id itself is not in the
+// message.
+var errOtherExecution = errors.New("azsessions: the service answered with the record of another execution (its id is not the operation-id asked for)")
 
 // serviceNotFound reports whether a 404 is the service saying it has no
 // execution of that id: the Azure Core error envelope (x-ms-error-code

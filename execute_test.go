@@ -24,7 +24,7 @@ import (
 
 // newResult builds a new-contract execution answer.
 func newResult(status, stdout, stderr, result string) []byte {
-	return []byte(`{"id":"op","identifier":"x","executionType":"Synchronous","status":"` + status + `","result":{"stdout":` + jsonString(stdout) + `,"stderr":` + jsonString(stderr) + `,"executionResult":` + result + `,"executionTimeInMilliseconds":5}}`)
+	return []byte(`{"identifier":"x","executionType":"Synchronous","status":"` + status + `","result":{"stdout":` + jsonString(stdout) + `,"stderr":` + jsonString(stderr) + `,"executionResult":` + result + `,"executionTimeInMilliseconds":5}}`)
 }
 
 // legacyResult builds a legacy execution answer.
@@ -472,6 +472,23 @@ func TestExecuteAmbiguousLookup(t *testing.T) {
 		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
 		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
 	})
+	t.Run("lookup answers another execution's record: outcome unknown, not its result", func(t *testing.T) {
+		// red-team finding 6: a record whose id is not the operation-id asked
+		// for (a confused proxy or cache) is not this execution's result
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusBadGateway, "Oops", "lost")
+		})
+		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, []byte(`{"id":"someone-elses","identifier":"x","status":"Succeeded","result":{"stdout":"secret of another call\n","stderr":"","executionResult":""}}`))
+		})
+		resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
+		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+		require.ErrorIs(t, err, errOtherExecution)
+		require.Empty(t, resp.Stdout)
+		require.NotContains(t, err.Error(), "someone-elses")
+		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
+	})
 	t.Run("lookup finds running execution: polled", func(t *testing.T) {
 		p := setup(t, APIVersion20251002Preview)
 		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
@@ -480,7 +497,7 @@ func TestExecuteAmbiguousLookup(t *testing.T) {
 		var n atomic.Int32
 		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
 			if n.Add(1) == 1 {
-				writeJSON(w, http.StatusOK, []byte(`{"id":"a","identifier":"x","status":"Running"}`))
+				writeJSON(w, http.StatusOK, []byte(`{"identifier":"x","status":"Running"}`))
 				return
 			}
 			writeJSON(w, http.StatusOK, newResult("Succeeded", "late\n", "", "1"))

@@ -65,12 +65,12 @@ func TestPollUntilDoneHonoursRetryAfter(t *testing.T) {
 				o := &ClientOptions{}
 				o.Transport = funcTransport(func(r *http.Request) (*http.Response, error) {
 					if r.Method == http.MethodPost {
-						return jsonResponse(r, http.StatusAccepted, `{"id":"op","identifier":"x","status":"Running"}`), nil
+						return jsonResponse(r, http.StatusAccepted, `{"identifier":"x","status":"Running"}`), nil
 					}
 					if polls.Add(1) <= 2 {
-						return jsonResponse(r, http.StatusOK, `{"id":"op","identifier":"x","status":"Running"}`, tc.hint...), nil
+						return jsonResponse(r, http.StatusOK, `{"identifier":"x","status":"Running"}`, tc.hint...), nil
 					}
-					return jsonResponse(r, http.StatusOK, `{"id":"op","identifier":"x","status":"Succeeded","result":{"stdout":"done\n","stderr":"","executionResult":""}}`), nil
+					return jsonResponse(r, http.StatusOK, `{"identifier":"x","status":"Succeeded","result":{"stdout":"done\n","stderr":"","executionResult":""}}`), nil
 				})
 				c, err := NewClientWithNoCredential("http://localhost"+poolPath, o)
 				require.NoError(t, err)
@@ -107,12 +107,12 @@ func TestExecutePollsEverySecond(t *testing.T) {
 				o := &ClientOptions{}
 				o.Transport = funcTransport(func(r *http.Request) (*http.Response, error) {
 					if r.Method == http.MethodPost {
-						return jsonResponse(r, http.StatusAccepted, `{"id":"op","identifier":"x","status":"Running"}`, tc.hint...), nil
+						return jsonResponse(r, http.StatusAccepted, `{"identifier":"x","status":"Running"}`, tc.hint...), nil
 					}
 					if polls.Add(1) <= 1 {
-						return jsonResponse(r, http.StatusOK, `{"id":"op","identifier":"x","status":"Running"}`, tc.hint...), nil
+						return jsonResponse(r, http.StatusOK, `{"identifier":"x","status":"Running"}`, tc.hint...), nil
 					}
-					return jsonResponse(r, http.StatusOK, `{"id":"op","identifier":"x","status":"Succeeded","result":{"stdout":"done\n","stderr":"","executionResult":""}}`), nil
+					return jsonResponse(r, http.StatusOK, `{"identifier":"x","status":"Succeeded","result":{"stdout":"done\n","stderr":"","executionResult":""}}`), nil
 				})
 				c, err := NewClientWithNoCredential("http://localhost"+poolPath, o)
 				require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestExecutionHelpers(t *testing.T) {
 func TestExecutionTimedOutFromService(t *testing.T) {
 	p := setup(t, APIVersion20251002Preview)
 	p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, []byte(`{"id":"op","identifier":"x","status":"Failed","result":{"stdout":"","stderr":"","executionResult":"","executionTimeInMilliseconds":2000}}`))
+		writeJSON(w, http.StatusOK, []byte(`{"identifier":"x","status":"Failed","result":{"stdout":"","stderr":"","executionResult":"","executionTimeInMilliseconds":2000}}`))
 	})
 	resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "while True: pass", &ExecuteOptions{Timeout: 2 * time.Second})
 	require.NoError(t, err)
