@@ -9,7 +9,7 @@ DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pand
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCHTIME ?= 1x
 
-.PHONY: demo test test-inspector deps vet bench bench-short emulator
+.PHONY: demo test test-inspector deps lint vet bench bench-short emulator
 
 demo: deps
 	$(GO) run ./examples/quickstart
@@ -29,6 +29,11 @@ test: deps vet
 # first run downloads the inspector, about 110 MB, within the test's 8-minute bound).
 test-inspector:
 	cd cmd/azsessions-mcp && AZSESSIONS_TEST_INSPECTOR=1 AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 15m -run 'TestInspectorCLI' -v .
+
+# lint runs staticcheck on the root module (clean as of 0.2.0); not part of
+# make test, to keep CI within its time budget.
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 vet:
 	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && $(GO) vet ./...); done

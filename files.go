@@ -62,9 +62,6 @@ func (f File) IsDir() bool { return f.Type == FileTypeDirectory }
 // "/mnt/data/level1/TemperatureData.csv": the path code running in the session uses.
 func (f File) FullPath() string { return path.Join(DataDir, f.Directory, f.Name) }
 
-// relPath returns Directory/Name, the name to pass back to the file operations.
-func (f File) relPath() string { return path.Join(f.Directory, f.Name) }
-
 func fileFromWire(w wire.File, listed string) File {
 	f := File{Name: w.Name, Directory: listed, Type: FileTypeFile, ContentType: w.ContentType, SizeInBytes: w.SizeInBytes, LastModifiedAt: w.LastModifiedAt}
 	if wire.IsDirectoryType(w.Type) {

@@ -442,6 +442,7 @@ func testOpDownloadFileToPath(t *testing.T, version string, cred bool) {
 	// With Overwrite it is replaced, with the requested mode.
 	resp, err = p.client.Session(testIdentifier).DownloadFileToPath(ctx, "out.csv", local, &DownloadFileToPathOptions{Overwrite: true, Perm: 0o600})
 	require.NoError(t, err)
+	require.Equal(t, local, resp.Path)
 	got, err = os.ReadFile(local)
 	require.NoError(t, err)
 	require.Equal(t, content, got)

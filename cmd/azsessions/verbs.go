@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/azsessions/azsessions"
@@ -33,7 +34,7 @@ var errCodeFailed = &exitError{code: exitCodeFailed, err: errors.New("the code f
 // operation, for --json.
 func capture(ctx context.Context) (context.Context, **http.Response) {
 	resp := new(*http.Response)
-	return runtime.WithCaptureResponse(ctx, resp), resp
+	return policy.WithCaptureResponse(ctx, resp), resp
 }
 
 // rawItems returns the service's objects in a response body: the elements of

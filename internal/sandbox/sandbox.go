@@ -374,7 +374,6 @@ type Executor struct {
 	closed   bool
 	ready    []*proc
 	kernels  map[*Kernel]struct{}
-	seq      int
 	starting int // kernels being started (counted against the pool limits)
 	// poolStart is closed when the ready kernel the pool is starting joins
 	// e.ready (or failed); nil when the pool starts none.
