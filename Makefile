@@ -21,7 +21,7 @@ test: deps vet
 	@echo "== go test -race $(MODULES)"
 	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 20m $(addsuffix /...,$(MODULES))
 	$(MAKE) test-inspector
-	@echo "== benchmarks compile and run once (-short: the default preload only)"
+	@echo "== benchmarks compile and run once (-short: the default preload only, bwrap only)"
 	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -short -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
 
 # test-inspector runs the README's `npx @modelcontextprotocol/inspector --cli`

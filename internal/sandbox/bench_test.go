@@ -16,9 +16,15 @@ import (
 
 // benchBackends runs f as a sub-benchmark "sandbox=<mode>" per isolation
 // backend (bwrap, gvisor); a backend that cannot run here is skipped (or
-// fails under AZSESSIONS_REQUIRE_SANDBOX=1).
+// fails under AZSESSIONS_REQUIRE_SANDBOX=1). With -short (make test's
+// run-once pass, which only checks that the benchmarks work) gvisor is
+// skipped: its kernels start several times slower, and the tests already run
+// every kernel operation on it.
 func benchBackends(b *testing.B, f func(b *testing.B, mode string)) {
 	for _, be := range backends() {
+		if testing.Short() && be.name == ModeGvisor {
+			continue
+		}
 		b.Run("sandbox="+be.name, func(b *testing.B) {
 			be.need(b)
 			f(b, be.opts.Mode)
