@@ -81,6 +81,17 @@ func (g *goldenServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ctype != "" && status != http.StatusNoContent {
 		w.Header().Set("Content-Type", ctype)
 	}
+	if id := r.Header.Get("operation-id"); r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/executions") && id != "" {
+		// The service answers POST executions with the execution's id = the
+		// operation-id sent (the examples use a fixed testExecutionId for
+		// both); the client refuses another execution's answer.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) == nil && m["id"] != nil {
+			m["id"], _ = json.Marshal(id)
+			body, _ = json.Marshal(m)
+			w.Header().Set("operation-id", id)
+		}
+	}
 	w.WriteHeader(status)
 	if status != http.StatusNoContent {
 		_, _ = w.Write(body)
@@ -182,8 +193,10 @@ func (c *checker) number(m map[string]any, k, p string, got int64) {
 func (c *checker) execution(m map[string]any, e azsessions.Execution, sentID string) {
 	c.t.Helper()
 	id, _ := c.str(m, "id", "id")
-	if id == "" {
-		id = sentID // CodeExecution_Execute_Result_NaN.json answers "id": ""
+	if id == "" || sentID != "" {
+		// CodeExecution_Execute_Result_NaN.json answers "id": ""; through
+		// Execute the id is the operation-id sent (echoed by goldenServer)
+		id = sentID
 	}
 	require.Equal(c.t, id, e.ID)
 	c.equal(m, "identifier", "identifier", e.Identifier)

@@ -720,6 +720,13 @@ func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response
 		if err = runtime.UnmarshalAsJSON(resp, &w); err == nil && w.Status == "" {
 			err = errors.New("the answer has no execution status")
 		}
+		if err == nil && w.ID != "" && w.ID != p.operationID {
+			// The service echoes the operation-id as the execution's id (every
+			// spec example). Another id is another execution's answer (a
+			// confused proxy or cache): ours may or may not have run, so it is
+			// looked up by its own id below, never returned as this call's.
+			err = errOtherExecution
+		}
 		if err == nil {
 			if w.ID == "" {
 				w.ID = p.operationID

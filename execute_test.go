@@ -472,6 +472,27 @@ func TestExecuteAmbiguousLookup(t *testing.T) {
 		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
 		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
 	})
+	t.Run("POST answered with another execution's id: looked up, its own result returned", func(t *testing.T) {
+		// red-team finding 6: a 200 whose id is not the operation-id sent
+		// (a confused proxy or cache) is not this execution's answer
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			// written raw: the fake's echo of the operation-id is bypassed
+			w.Header().Set("Content-Type", "application/json")
+			w.(interface{ Unwrap() http.ResponseWriter }).Unwrap().Write([]byte(`{"id":"someone-elses","identifier":"x","status":"Succeeded","result":{"stdout":"secret of another call\n","stderr":"","executionResult":""}}`))
+		})
+		var asked string
+		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			asked = r.PathValue("id")
+			writeJSON(w, http.StatusOK, []byte(`{"id":"`+asked+`","identifier":"x","status":"Succeeded","result":{"stdout":"mine\n","stderr":"","executionResult":""}}`))
+		})
+		resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
+		require.NoError(t, err)
+		require.Equal(t, "mine\n", resp.Stdout, "never the other execution's output")
+		require.Equal(t, asked, resp.ID)
+		require.Equal(t, 1, p.requestsTo("POST", "/executions"))
+	})
 	t.Run("lookup answers another execution's record: outcome unknown, not its result", func(t *testing.T) {
 		// red-team finding 6: a record whose id is not the operation-id asked
 		// for (a confused proxy or cache) is not this execution's result

@@ -135,6 +135,11 @@ func setup(t testing.TB, version string, opts ...setupOpt) *fakePool {
 		} else {
 			assert.Empty(t, r.Header.Get("Authorization"))
 		}
+		if id := r.Header.Get("operation-id"); r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/executions") && id != "" {
+			// Like the service, answer with the execution's id = the
+			// operation-id sent, whatever id a canned body holds.
+			w = &echoIDWriter{ResponseWriter: w, id: id}
+		}
 		http.StripPrefix(poolPath, p.mux).ServeHTTP(w, r)
 	})
 	if cfg.cred {
@@ -318,3 +323,32 @@ const (
 // syntaxErrorStderr is the stderr of a real legacy execution that failed
 // with a SyntaxError (the seed observation of the issue).
 const syntaxErrorStderr = "illegal target for annotation (3407605186.py, line 6)  Cell In[2363], line 6\n    'filename': 'TemperatureData.csv'\n    ^\nSyntaxError: illegal target for annotation\n\n"
+
+// echoIDWriter rewrites the top-level "id" of a JSON answer to POST
+// executions to the request's operation-id, as the service echoes it (every
+// spec example), so that canned bodies ("testExecutionId") answer the
+// execution the client asked for. Bodies that are not one whole JSON object
+// (cut or malformed on purpose) pass unchanged.
+type echoIDWriter struct {
+	http.ResponseWriter
+	id string
+}
+
+func (e *echoIDWriter) Write(b []byte) (int, error) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) == nil {
+		if _, ok := m["id"]; ok {
+			m["id"], _ = json.Marshal(e.id)
+			if nb, err := json.Marshal(m); err == nil {
+				if _, err := e.ResponseWriter.Write(nb); err != nil {
+					return 0, err
+				}
+				return len(b), nil
+			}
+		}
+	}
+	return e.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (Hijack).
+func (e *echoIDWriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }

@@ -107,12 +107,12 @@ func testOpExecute(t *testing.T, version string, cred bool) {
 	require.NoError(t, resp.Err())
 	require.JSONEq(t, `""`, string(resp.Result))
 	if version == APIVersion20241002Preview {
-		require.Equal(t, "23c580db-33ee-4d17-ace7-bbbee2047ffa", resp.ID)
+		require.Equal(t, sentOpID, resp.ID, "the service echoes the operation-id as the execution's id")
 		require.Equal(t, "93279bd8-d0ac-4fbe-a1a0-3132200cd70e", resp.Identifier)
 		require.Equal(t, "Hello World!\n", resp.Stdout)
 		require.Equal(t, 7*time.Millisecond, resp.ExecutionTime)
 	} else {
-		require.Equal(t, "testExecutionId", resp.ID)
+		require.Equal(t, sentOpID, resp.ID, "the service echoes the operation-id as the execution's id")
 		require.Equal(t, "testSessionIdentifier", resp.Identifier)
 		require.Equal(t, "63/n", resp.Stdout)
 		require.Equal(t, 4*time.Millisecond, resp.ExecutionTime)
