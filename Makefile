@@ -35,8 +35,10 @@ test-inspector:
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+# One go vet over every module of go.work (packages checked in parallel).
 vet:
-	@set -e; for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && $(GO) vet ./...); done
+	@echo "== go vet $(MODULES)"
+	$(GO) vet $(addsuffix /...,$(MODULES))
 
 # deps installs the Debian packages when one is missing (with sudo when not root).
 deps:
