@@ -26,27 +26,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/stretchr/testify/require"
 )
-
-// attackLog captures azcore's log output for one test.
-func attackLog(t *testing.T) func() string {
-	var mu sync.Mutex
-	var b strings.Builder
-	azlog.SetListener(func(ev azlog.Event, msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		b.WriteString(string(ev) + ": " + msg + "\n")
-	})
-	t.Cleanup(func() { azlog.SetListener(nil) })
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return b.String()
-	}
-}
 
 // succeededFor is a finished execution answer for operation-id id.
 func succeededFor(id string) []byte {
@@ -319,7 +301,7 @@ func TestExecuteAmbiguousStatusesLookedUp(t *testing.T) {
 		{http.StatusBadRequest, false}, {http.StatusConflict, false}, {http.StatusUnprocessableEntity, false},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
-			logged := attackLog(t)
+			logged := captureLog(t)
 			p := setup(t, APIVersion20251002Preview, withCredential())
 			var ran atomic.Int32
 			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
@@ -406,7 +388,7 @@ func TestErrorBodiesRedacted(t *testing.T) {
 		}, func(s *Session) error { _, err := s.GetFile(context.Background(), "x.txt", nil); return err }, fakeToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logged := attackLog(t)
+			logged := captureLog(t)
 			p := setup(t, APIVersion20251002Preview, withCredential(), withOptions(func(o *ClientOptions) { o.Retry.MaxRetries = -1 }))
 			p.handle(tc.route, func(w http.ResponseWriter, r *http.Request) {
 				require.Equal(t, attackSecretID, r.URL.Query().Get("identifier"))
@@ -647,7 +629,7 @@ func TestUserinfoRefused(t *testing.T) {
 		}
 	})
 	t.Run("nextLink", func(t *testing.T) {
-		logged := attackLog(t)
+		logged := captureLog(t)
 		p := setup(t, APIVersion20251002Preview, withCredential(), withOptions(func(o *ClientOptions) { o.Retry.MaxRetries = -1 }))
 		p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) {
 			next := strings.Replace(p.url("/files?page=2"), "https://", "https://u:pw@", 1)
