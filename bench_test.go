@@ -426,12 +426,20 @@ func BenchmarkListFiles(b *testing.B) {
 
 // cannedTransport answers every request from memory with a fixed execution,
 // after draining the request body: the client's own cost, without a server.
+// As the service does, the execution's id is the request's operation-id
+// (the body holds the all-zero id as a placeholder for it).
 type cannedTransport struct{ body []byte }
+
+var cannedID = []byte("00000000-0000-0000-0000-000000000000")
 
 func (t cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
 		req.Body.Close()
+	}
+	body := t.body
+	if id := req.Header.Get("operation-id"); len(id) == len(cannedID) {
+		body = bytes.Replace(body, cannedID, []byte(id), 1)
 	}
 	return &http.Response{
 		StatusCode:    http.StatusOK,
@@ -440,8 +448,8 @@ func (t cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        http.Header{"Content-Type": {"application/json; charset=utf-8"}},
-		Body:          io.NopCloser(bytes.NewReader(t.body)),
-		ContentLength: int64(len(t.body)),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
 		Request:       req,
 	}, nil
 }
