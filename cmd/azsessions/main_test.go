@@ -139,6 +139,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "exec empty code", env: []string{ep, sess}, args: []string{"exec"}, code: 2, contains: []string{"the code is empty"}},
 		{name: "exec two arguments", env: []string{ep, sess}, args: []string{"exec", "a", "b"}, code: 2},
 		{name: "exec bad timeout", env: []string{ep, sess}, args: []string{"exec", "--timeout", "1.5s", "ok"}, code: 2},
+		{name: "exec timeout in seconds", env: []string{ep, sess}, args: []string{"exec", "--timeout", "30", "ok"}, stdout: "hello\n42\n"},
+		{name: "exec timeout not a number", env: []string{ep, sess}, args: []string{"exec", "--timeout", "soon", "ok"}, code: 2, contains: []string{"want seconds (30) or a duration (30s, 2m)"}},
 		{name: "exec missing file", env: []string{ep, sess}, args: []string{"exec", "-f", "nope.py"}, code: 3},
 		{name: "no endpoint", env: []string{sess}, args: []string{"exec", "ok"}, code: 2, contains: []string{"AZURE_POOL_MANAGEMENT_ENDPOINT"}},
 		{name: "bad scheme", env: []string{sess}, args: []string{"--endpoint", "ftp://x/y", "exec", "ok"}, code: 2},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -66,4 +67,30 @@ func TestProgressRewind(t *testing.T) {
 	require.Contains(t, out.String(), "100%")
 	require.True(t, strings.HasSuffix(out.String(), "\n"))
 	require.Equal(t, "f                                [###############...............]  50%  0.0/0.0 MiB", progressLine("f", 5, 10))
+}
+
+func TestSecondsFlag(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{in: "30", want: 30 * time.Second},
+		{in: "0", want: 0},
+		{in: "30s", want: 30 * time.Second},
+		{in: "2m", want: 2 * time.Minute},
+		{in: "1.5s", want: 1500 * time.Millisecond}, // parsed; exec refuses fractions
+		{in: "soon", err: true},
+		{in: "", err: true},
+		{in: "99999999999", err: true}, // beyond int32 seconds, not a duration either
+	} {
+		var f secondsFlag
+		err := f.Set(tt.in)
+		if tt.err {
+			require.Error(t, err, tt.in)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		require.Equal(t, tt.want, time.Duration(f), tt.in)
+	}
 }

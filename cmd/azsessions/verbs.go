@@ -89,7 +89,8 @@ azsessions exec --json 'x = 1' | jq .status`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli) error {
 		file := fs.String("file", "", "read the code from `FILE` (- for stdin)")
 		fs.StringVar(file, "f", "", "shorthand for --file `FILE`")
-		timeout := fs.Duration("timeout", 0, "how long the code may run, such as 30s or 2m (default the service's maximum, 220s)")
+		timeout := new(time.Duration)
+		fs.Var((*secondsFlag)(timeout), "timeout", "how long the code may run: seconds (30) or a duration (30s, 2m); default the service's maximum, 220s")
 		saveImages := fs.String("save-images", "", "save image results in `DIR` as image-N.png (created if missing; never overwrites)")
 		return func(ctx context.Context, c *cli) error {
 			code, err := c.execCode(*file)
@@ -97,7 +98,7 @@ azsessions exec --json 'x = 1' | jq .status`,
 				return err
 			}
 			if *timeout < 0 || *timeout%time.Second != 0 {
-				return usageErrorf("--timeout must be a positive whole number of seconds, such as 30s or 2m")
+				return usageErrorf("--timeout must be a positive whole number of seconds, such as 30, 30s or 2m")
 			}
 			return c.execute(ctx, code, *timeout, *saveImages)
 		}
@@ -660,4 +661,28 @@ azsessions metadata --json | jq '.preInstalledPackages | length'`,
 			return nil
 		}
 	},
+}
+
+// secondsFlag is a duration flag that also takes a plain number as seconds
+// (the service's timeoutInSeconds unit): "30", "30s" and "2m" all parse.
+type secondsFlag time.Duration
+
+func (f *secondsFlag) String() string {
+	if f == nil || *f == 0 {
+		return ""
+	}
+	return time.Duration(*f).String()
+}
+
+func (f *secondsFlag) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 32); err == nil {
+		*f = secondsFlag(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want seconds (30) or a duration (30s, 2m)")
+	}
+	*f = secondsFlag(d)
+	return nil
 }
