@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -21,33 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/internal/specexample"
 )
-
-// goldenExample is one example file of the swaggers (testdata/examples/spec),
-// read as data: its response is what the fake answers, and the expectations
-// are built from its JSON, not from the client's wire structs.
-type goldenExample struct {
-	file        string
-	version     string
-	OperationID string                     `json:"operationId"`
-	Parameters  map[string]json.RawMessage `json:"parameters"`
-	Responses   map[string]struct {
-		Headers map[string]string `json:"headers"`
-		Body    json.RawMessage   `json:"body"`
-	} `json:"responses"`
-}
-
-func (x goldenExample) param(name string) string {
-	raw, ok := x.Parameters[name]
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
 
 // goldenNotExposed are the response fields the client's public types do not
 // carry, each with the reason it is not a loss.
@@ -269,22 +243,15 @@ func (c *checker) nameVersions(list any, prefix string, got []azsessions.NameVer
 // and every field of the example's JSON is compared with the public value
 // (or is listed in goldenNotExposed with its reason): nothing is lost.
 func TestSpecExamplesDecode(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "examples", "spec", "*", "*.json"))
+	examples, err := specexample.Load(filepath.Join("testdata", "examples", "spec"))
 	require.NoError(t, err)
-	require.Len(t, files, 45)
+	require.Len(t, examples, 45)
 	g := &goldenServer{}
 	srv := httptest.NewServer(g)
 	defer srv.Close()
 	ops := map[string]int{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		var x goldenExample
-		require.NoError(t, json.Unmarshal(b, &x), f)
-		x.version = filepath.Base(filepath.Dir(f))
-		x.file = x.version + "/" + filepath.Base(f)
-		require.Len(t, x.Responses, 1, f)
-		t.Run(x.file, func(t *testing.T) {
+	for _, x := range examples {
+		t.Run(x.File, func(t *testing.T) {
 			ops[x.OperationID]++
 			goldenCheck(t, srv, g, x)
 		})
@@ -302,7 +269,7 @@ func TestSpecExamplesDecode(t *testing.T) {
 	}, keys, "every operation of the examples is decoded")
 }
 
-func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenExample) {
+func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x specexample.Example) {
 	var status int
 	var resp struct {
 		Headers map[string]string `json:"headers"`
@@ -314,10 +281,10 @@ func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenEx
 		resp = r
 	}
 	client, err := azsessions.NewClientWithNoCredential(srv.URL, &azsessions.ClientOptions{
-		ClientOptions: azcore.ClientOptions{APIVersion: x.version, Transport: srv.Client()},
+		ClientOptions: azcore.ClientOptions{APIVersion: x.Version, Transport: srv.Client()},
 	})
 	require.NoError(t, err)
-	ident := x.param("identifier")
+	ident := x.Param("identifier")
 	if ident == "" {
 		ident = "testSessionIdentifier"
 	}
@@ -350,13 +317,13 @@ func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenEx
 	serve := func(st int) { g.serve(st, resp.Headers, raw, ctype) }
 	// The directory the example names; "/" in the 2025-02-02-preview upload
 	// example is the data directory, which the client names "".
-	listed := strings.TrimPrefix(x.param("path"), "/")
+	listed := strings.TrimPrefix(x.Param("path"), "/")
 
 	switch x.OperationID {
 	case "CodeExecution_Execute", "CodeExecution_Get":
 		// GET executions/{id} decodes every execution body, the running
 		// ones and a Shell pool's too.
-		opID := x.param("executionId")
+		opID := x.Param("executionId")
 		if opID == "" {
 			opID = "testExecutionId"
 		}
@@ -389,7 +356,7 @@ func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenEx
 		}
 	case "SessionResourceFiles_List":
 		serve(status)
-		page, err := sess.NewListFilesPager(&azsessions.ListFilesOptions{Path: listed, Recursive: x.param("recursive") == "true"}).NextPage(ctx)
+		page, err := sess.NewListFilesPager(&azsessions.ListFilesOptions{Path: listed, Recursive: x.Param("recursive") == "true"}).NextPage(ctx)
 		require.NoError(t, err)
 		items, _ := obj["value"].([]any)
 		require.Len(t, page.Files, len(items))
@@ -399,17 +366,17 @@ func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenEx
 		c.equal(obj, "nextLink", "nextLink", page.NextLink)
 	case "SessionResourceFiles_Get":
 		serve(status)
-		got, err := sess.GetFile(ctx, path.Join(listed, x.param("name")), nil)
+		got, err := sess.GetFile(ctx, path.Join(listed, x.Param("name")), nil)
 		require.NoError(t, err)
 		c.file(obj, "", listed, got.File)
 	case "SessionResourceFiles_Upload":
 		serve(status)
-		got, err := sess.UploadFile(ctx, path.Join(listed, "testfile.yaml"), bytes.NewReader([]byte(x.param("file"))), nil)
+		got, err := sess.UploadFile(ctx, path.Join(listed, "testfile.yaml"), bytes.NewReader([]byte(x.Param("file"))), nil)
 		require.NoError(t, err)
 		c.file(obj, "", listed, got.File)
 	case "SessionResourceFiles_GetContent":
 		serve(status)
-		got, err := sess.DownloadFile(ctx, path.Join(listed, x.param("name")), nil)
+		got, err := sess.DownloadFile(ctx, path.Join(listed, x.Param("name")), nil)
 		require.NoError(t, err)
 		content, err := io.ReadAll(got.Body)
 		require.NoError(t, err)
@@ -417,7 +384,7 @@ func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenEx
 		require.Equal(t, raw, content)
 	case "SessionResourceFiles_Delete":
 		serve(status)
-		_, err := sess.DeleteFile(ctx, path.Join(listed, x.param("name")), nil)
+		_, err := sess.DeleteFile(ctx, path.Join(listed, x.Param("name")), nil)
 		require.NoError(t, err)
 		require.Equal(t, http.MethodDelete, g.requests()[0].Method)
 	case "SessionManagement_Get":
@@ -464,8 +431,8 @@ func goldenCheck(t *testing.T, srv *httptest.Server, g *goldenServer, x goldenEx
 	// Every request named the session (when the operation has one) and the
 	// example's api-version.
 	for _, r := range g.requests() {
-		require.Equal(t, x.version, r.URL.Query().Get("api-version"), r.URL.String())
-		if x.param("identifier") != "" {
+		require.Equal(t, x.Version, r.URL.Query().Get("api-version"), r.URL.String())
+		if x.Param("identifier") != "" {
 			require.Equal(t, ident, r.URL.Query().Get("identifier"))
 		}
 	}

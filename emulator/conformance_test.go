@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,53 +19,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/specexample"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
 // specExample is one example file of the swaggers (testdata/examples/spec),
 // read as data: nothing of internal/wire builds the expectations.
-type specExample struct {
-	file        string
-	version     string
-	OperationID string                     `json:"operationId"`
-	Parameters  map[string]json.RawMessage `json:"parameters"`
-	Responses   map[string]struct {
-		Headers map[string]string `json:"headers"`
-		Body    json.RawMessage   `json:"body"`
-	} `json:"responses"`
-}
-
-func (x specExample) param(name string) string {
-	raw, ok := x.Parameters[name]
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
-
-func (x specExample) has(name string) bool { _, ok := x.Parameters[name]; return ok }
+type specExample = specexample.Example
 
 func loadSpecExamples(t *testing.T) []specExample {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "examples", "spec", "*", "*.json"))
+	out, err := specexample.Load(filepath.Join("..", "testdata", "examples", "spec"))
 	require.NoError(t, err)
-	require.Len(t, files, 45, "every example of the three swaggers found in the public index")
-	var out []specExample
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		var x specExample
-		require.NoError(t, json.Unmarshal(b, &x), f)
-		x.file = filepath.Base(filepath.Dir(f)) + "/" + filepath.Base(f)
-		x.version = filepath.Base(filepath.Dir(f))
-		require.Equal(t, x.version, x.param("api-version"), f)
-		require.Len(t, x.Responses, 1, f)
-		out = append(out, x)
-	}
+	require.Len(t, out, 45, "every example of the three swaggers found in the public index")
 	return out
 }
 
@@ -134,7 +99,7 @@ func TestSpecExamplesConformance(t *testing.T) {
 	examples := loadSpecExamples(t)
 	seen := map[string]bool{}
 	for _, x := range examples {
-		t.Run(x.file, func(t *testing.T) {
+		t.Run(x.File, func(t *testing.T) {
 			k := &exampleKernel{}
 			exec := infoExecutor{emulator.ScriptedExecutor(k.run), emulator.Info{Interpreter: "/usr/bin/python3", PythonVersion: "3.12.3", Sandbox: "scripted",
 				Packages: map[string]string{"ipython": "8.20.0", "numpy": "1.26.4"}}}
@@ -150,8 +115,8 @@ func TestSpecExamplesConformance(t *testing.T) {
 			}
 			want := x.Responses[fmt.Sprint(wantStatus)]
 			got := c.replay(k)
-			if d, ok := deviations[x.file]; ok {
-				seen[x.file] = true
+			if d, ok := deviations[x.File]; ok {
+				seen[x.File] = true
 				require.Equal(t, d.status, got.Code, "deviation %q: %s", d.why, got.Body.String())
 				if d.code != "" {
 					require.Equal(t, d.code, got.Header().Get("x-ms-error-code"))
@@ -211,10 +176,10 @@ func (c *conformanceClient) do(method, route string, q url.Values, body []byte, 
 }
 
 func (c *conformanceClient) query(names ...string) url.Values {
-	q := url.Values{"api-version": {c.x.version}}
+	q := url.Values{"api-version": {c.x.Version}}
 	for _, n := range names {
-		if c.x.has(n) {
-			q.Set(n, c.x.param(n))
+		if c.x.Has(n) {
+			q.Set(n, c.x.Param(n))
 		}
 	}
 	return q
@@ -264,23 +229,23 @@ func (c *conformanceClient) replay(k *exampleKernel) *httptest.ResponseRecorder 
 				k.hold = make(chan struct{})
 				defer close(k.hold)
 			}
-			return c.execute(body, x.param("operation-id"))
+			return c.execute(body, x.Param("operation-id"))
 		}
 		// An asynchronous execution answered as finished: the emulator
 		// answers Running at once (as _Async_Running does); the finished
 		// execution is what GET executions/{id} then answers.
-		first := c.execute(body, x.param("operation-id"))
+		first := c.execute(body, x.Param("operation-id"))
 		if first.Code >= 300 {
 			return first
 		}
-		fin := c.waitFinished(x.param("operation-id"))
+		fin := c.waitFinished(x.Param("operation-id"))
 		for k, v := range first.Header() {
 			fin.Header()[k] = v
 		}
 		fin.Code = first.Code
 		return fin
 	case "CodeExecution_Get":
-		id := x.param("executionId")
+		id := x.Param("executionId")
 		var want map[string]any
 		for _, r := range x.Responses {
 			require.NoError(t, json.Unmarshal(r.Body, &want))
@@ -299,12 +264,12 @@ func (c *conformanceClient) replay(k *exampleKernel) *httptest.ResponseRecorder 
 		mw := multipart.NewWriter(&buf)
 		pw, err := mw.CreatePart(fileHeader("testfile.yaml"))
 		require.NoError(t, err)
-		_, _ = pw.Write([]byte(x.param("file")))
+		_, _ = pw.Write([]byte(x.Param("file")))
 		require.NoError(t, mw.Close())
 		return c.do(http.MethodPost, "files", c.query("identifier", "path"), buf.Bytes(), map[string]string{"Content-Type": mw.FormDataContentType()})
 	case "SessionResourceFiles_Get", "SessionResourceFiles_GetContent", "SessionResourceFiles_Delete":
-		c.upload(x.param("path"), x.param("name"), "test")
-		route := "files/" + url.PathEscape(x.param("name"))
+		c.upload(x.Param("path"), x.Param("name"), "test")
+		route := "files/" + url.PathEscape(x.Param("name"))
 		method := http.MethodGet
 		switch x.OperationID {
 		case "SessionResourceFiles_GetContent":
@@ -319,11 +284,11 @@ func (c *conformanceClient) replay(k *exampleKernel) *httptest.ResponseRecorder 
 		for _, r := range x.Responses {
 			require.NoError(t, json.Unmarshal(r.Body, &want))
 		}
-		base := x.param("path")
+		base := x.Param("path")
 		for _, f := range want.Value {
 			if strings.EqualFold(f["type"].(string), "file") {
 				dir := base
-				if d, _ := f["directory"].(string); d != "" && x.has("recursive") {
+				if d, _ := f["directory"].(string); d != "" && x.Has("recursive") {
 					dir += "/" + d
 				}
 				c.upload(dir, f["name"].(string), "test")
@@ -335,7 +300,7 @@ func (c *conformanceClient) replay(k *exampleKernel) *httptest.ResponseRecorder 
 	case "ListSessions_Get":
 		c.x.Parameters["identifier"] = json.RawMessage(`"testid1"`)
 		require.Equal(t, http.StatusOK, c.execute(json.RawMessage(`{"codeInputType":"Inline","executionType":"Synchronous","code":"print(7*9)","timeoutInSeconds":60}`), "").Code)
-		return c.do(http.MethodGet, "listSessions", url.Values{"api-version": {x.version}}, nil, nil)
+		return c.do(http.MethodGet, "listSessions", url.Values{"api-version": {x.Version}}, nil, nil)
 	case "SessionManagement_Get", "SessionManagement_Delete", "SessionPoolManagement_StopSession":
 		require.Equal(t, http.StatusOK, c.execute(json.RawMessage(`{"codeInputType":"Inline","executionType":"Synchronous","code":"print(7*9)","timeoutInSeconds":60}`), "").Code)
 		switch x.OperationID {
@@ -346,7 +311,7 @@ func (c *conformanceClient) replay(k *exampleKernel) *httptest.ResponseRecorder 
 		}
 		return c.do(http.MethodPost, ".management/stopSession", c.query("identifier"), nil, nil)
 	case "SessionPoolMetadata_Get":
-		return c.do(http.MethodGet, "metadata", url.Values{"api-version": {x.version}}, nil, nil)
+		return c.do(http.MethodGet, "metadata", url.Values{"api-version": {x.Version}}, nil, nil)
 	}
 	t.Fatalf("no replay for operation %s", x.OperationID)
 	return nil

@@ -44,12 +44,12 @@ func TestShellSpecExamples(t *testing.T) {
 			require.NoError(t, err)
 			var x specExample
 			require.NoError(t, json.Unmarshal(b, &x))
-			x.file, x.version = file, "2025-10-02-preview"
+			x.File, x.Version = file, "2025-10-02-preview"
 			c := &conformanceClient{t: t, h: h, x: x}
 			if file == "CodeExecution_Execute_ShellExecCommandAndArgs.json" {
 				c.upload("", "previouslyuploadedfile.txt", "x")
 			}
-			got := c.execute(x.Parameters["codeExecutionRequest"], x.param("operation-id"))
+			got := c.execute(x.Parameters["codeExecutionRequest"], x.Param("operation-id"))
 			want := x.Responses["200"]
 			require.Equal(t, http.StatusOK, got.Code, got.Body.String())
 			for name := range want.Headers {
@@ -83,7 +83,7 @@ func TestShellPoolRefusesPython(t *testing.T) {
 		`{"execCommandAndArgs":["","-a"],"timeoutInSeconds":60}`,
 	} {
 		t.Run(body, func(t *testing.T) {
-			c := &conformanceClient{t: t, h: h, x: specExample{version: "2025-10-02-preview", Parameters: map[string]json.RawMessage{"identifier": json.RawMessage(`"shell-session"`)}}}
+			c := &conformanceClient{t: t, h: h, x: specExample{Version: "2025-10-02-preview", Parameters: map[string]json.RawMessage{"identifier": json.RawMessage(`"shell-session"`)}}}
 			got := c.execute(json.RawMessage(body), "")
 			require.Equal(t, http.StatusBadRequest, got.Code, got.Body.String())
 			require.Equal(t, "SessionRequestValidationFailed", got.Header().Get("x-ms-error-code"))

@@ -35,11 +35,11 @@ func TestSpecResultExamplesWithRealPython(t *testing.T) {
 	e := newPythonEnv(t)
 	n := 0
 	for _, x := range loadSpecExamples(t) {
-		if x.version != "2025-10-02-preview" || x.OperationID != "CodeExecution_Execute" || strings.Contains(x.file, "Shell") || strings.Contains(x.file, "Async") {
+		if x.Version != "2025-10-02-preview" || x.OperationID != "CodeExecution_Execute" || strings.Contains(x.File, "Shell") || strings.Contains(x.File, "Async") {
 			continue
 		}
 		n++
-		t.Run(x.file, func(t *testing.T) {
+		t.Run(x.File, func(t *testing.T) {
 			var req map[string]any
 			require.NoError(t, json.Unmarshal(x.Parameters["codeExecutionRequest"], &req))
 			var want struct {
@@ -52,7 +52,7 @@ func TestSpecResultExamplesWithRealPython(t *testing.T) {
 			for _, r := range x.Responses {
 				require.NoError(t, json.Unmarshal(r.Body, &want))
 			}
-			r := e.postJSON("executions", qv(x.version, "real-python-examples"), req, nil)
+			r := e.postJSON("executions", qv(x.Version, "real-python-examples"), req, nil)
 			require.Equal(t, 200, r.status, "body: %s", r.body)
 			var got struct {
 				Result struct {
