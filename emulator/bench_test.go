@@ -8,8 +8,11 @@ package emulator_test
 // AZSESSIONS_BENCH_LARGE=1.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -28,12 +31,18 @@ type sandboxEnv struct {
 	client *azsessions.Client
 	exec   *sandbox.Executor
 	srv    *httptest.Server
+	h      *emulator.Handler
 }
 
 func newSandboxEnv(b *testing.B, ready int) *sandboxEnv {
 	b.Helper()
+	return newSandboxEnvOpts(b, emulator.SandboxOptions{Python: testenv.Python, Ready: ready})
+}
+
+func newSandboxEnvOpts(b *testing.B, opts emulator.SandboxOptions) *sandboxEnv {
+	b.Helper()
 	testenv.NeedSandbox(b, "IPython", "numpy", "pandas", "matplotlib")
-	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Python: testenv.Python, Ready: ready})
+	ex, err := emulator.NewSandboxExecutor(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,14 +57,14 @@ func newSandboxEnv(b *testing.B, ready int) *sandboxEnv {
 		srv.Close()
 		_ = h.Close()
 	})
-	opts := &azsessions.ClientOptions{}
-	opts.Transport = srv.Client()
-	c, err := azsessions.NewClientWithNoCredential(srv.URL+h.PoolPath(), opts)
+	copts := &azsessions.ClientOptions{}
+	copts.Transport = srv.Client()
+	c, err := azsessions.NewClientWithNoCredential(srv.URL+h.PoolPath(), copts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(srv.Client().CloseIdleConnections)
-	return &sandboxEnv{client: c, exec: ex.(*sandbox.Executor), srv: srv}
+	return &sandboxEnv{client: c, exec: ex.(*sandbox.Executor), srv: srv, h: h}
 }
 
 // waitReady waits until the executor's pool holds n started sandboxes and
@@ -182,4 +191,76 @@ func BenchmarkSandboxFirstFigure(b *testing.B) {
 		b.StartTimer()
 	}
 	reportLatencies(b, lat)
+}
+
+// BenchmarkSandboxHotPath compares a warm 1+1 over HTTP (one keep-alive
+// connection, raw net/http, POST executions) with the same cell run on a
+// kernel of the same executor in process (Kernel.Execute, as the sandbox
+// package's WarmExecute), alternating the two in every iteration so that the
+// machine's load moves both alike. It reports each path's median
+// (kernel-p50-ms, http-p50-ms) and their ratio (http/kernel): what the
+// emulator's own work (HTTP, routing, records, queueing, framing) adds to a
+// cell. Per backend (sandbox=bwrap, sandbox=gvisor; gvisor not with -short).
+func BenchmarkSandboxHotPath(b *testing.B) {
+	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
+		b.Run("sandbox="+mode, func(b *testing.B) {
+			if mode == emulator.SandboxGvisor {
+				if testing.Short() {
+					b.Skip("-short: gvisor kernels start several times slower; make bench runs it")
+				}
+				testenv.NeedGvisor(b, "IPython", "numpy")
+			}
+			env := newSandboxEnvOpts(b, emulator.SandboxOptions{Python: testenv.Python, Ready: 2, Mode: mode})
+			env.waitReady(b, 2)
+			ctx := context.Background()
+			k, err := env.exec.NewKernel(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer k.Close()
+			kreq := emulator.ExecutionRequest{Code: "1+1", Timeout: 220 * time.Second, OutputMaxLength: emulator.DefaultOutputMaxLength}
+			hc := env.srv.Client()
+			url := env.srv.URL + env.h.PoolPath() + "/executions?api-version=" + azsessions.DefaultAPIVersion + "&identifier=bench-hot-path"
+			body := []byte(`{"codeInputType":"Inline","executionType":"Synchronous","code":"1+1","timeoutInSeconds":220}`)
+			post := func() {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(`"executionResult":2`)) {
+					b.Fatalf("%d %v %s", resp.StatusCode, err, data)
+				}
+			}
+			direct := func() {
+				res, err := k.Execute(ctx, kreq)
+				if err != nil || res.Status != emulator.Succeeded || string(res.Value) != "2" {
+					b.Fatal(err, res)
+				}
+			}
+			post() // the session's kernel starts (or comes from the pool)
+			direct()
+			var kl, hl []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				direct()
+				t1 := time.Now()
+				post()
+				kl = append(kl, t1.Sub(t0))
+				hl = append(hl, time.Since(t1))
+			}
+			slices.Sort(kl)
+			slices.Sort(hl)
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			b.ReportMetric(ms(kl[len(kl)/2]), "kernel-p50-ms")
+			b.ReportMetric(ms(hl[len(hl)/2]), "http-p50-ms")
+			b.ReportMetric(float64(hl[len(hl)/2])/float64(kl[len(kl)/2]), "http/kernel")
+		})
+	}
 }

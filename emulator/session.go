@@ -74,22 +74,26 @@ func (s *session) trimLocked(maxBytes int64) {
 	if !over() {
 		return
 	}
-	kept := s.execOrder[:0]
-	for i, id := range s.execOrder {
-		e := s.execs[id]
-		if over() && e.finished && e != s.lastFinished {
+	// Walk from the oldest while over the bounds; the entries kept on the
+	// way (running, or the last finished) move up to just before the first
+	// entry not visited, so that only the visited prefix is touched: a
+	// session at its 1,000 records forgets one per execution, which must not
+	// copy the other 999 ids each time.
+	var kept []string
+	i := 0
+	for ; i < len(s.execOrder) && over(); i++ {
+		id := s.execOrder[i]
+		if e := s.execs[id]; e.finished && e != s.lastFinished {
 			delete(s.execs, id)
 			s.recBytes -= e.size
 			continue
 		}
-		if !over() {
-			kept = append(kept, s.execOrder[i:]...)
-			break
-		}
 		kept = append(kept, id)
 	}
-	clear(s.execOrder[len(kept):])
-	s.execOrder = kept
+	start := i - len(kept)
+	copy(s.execOrder[start:i], kept)
+	clear(s.execOrder[:start])
+	s.execOrder = s.execOrder[start:]
 }
 
 func (s *session) expireAt(cooldown time.Duration) time.Time { return s.lastAccess.Add(cooldown) }

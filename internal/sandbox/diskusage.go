@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxWalkDepth bounds how deep diskUsage descends. It holds one directory
@@ -39,8 +41,9 @@ func usageError(err error) string {
 
 // usage is what diskUsage measured.
 type usage struct {
-	bytes   int64 // allocated blocks (st_blocks * 512) of every entry, directories included
-	entries int64 // files, directories, symlinks and special files, the top directory excluded
+	bytes   int64  // allocated blocks (st_blocks * 512) of every entry, directories included
+	entries int64  // files, directories, symlinks and special files, the top directory excluded
+	dev     uint64 // the device of the measured directory (0 when unknown)
 }
 
 // diskUsage measures dir like du: the blocks allocated to every entry under
@@ -75,6 +78,9 @@ func diskUsageOwned(dir string, maxEntries int64, owner *hostID) (usage, error) 
 		return usage{}, err
 	}
 	u := usage{bytes: blocks(fi)}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		u.dev = uint64(st.Dev)
+	}
 	err = walkUsage(r, 1, maxEntries, owner, &u)
 	return u, err
 }
@@ -168,34 +174,56 @@ type fileID struct{ dev, ino uint64 }
 // (that is an error only for the first, the sandbox's root process, which the
 // emulator can always read: a failure there is reported so that the callers
 // fail closed).
+//
+// It runs before and after every cell (and gVisor's Gofer holds thousands of
+// descriptors), so it uses the system calls directly: one descriptor of
+// /proc/<pid>/fd per process (no poller registration, no os.File), its
+// entries read with getdents into one buffer and each followed with fstatat
+// relative to it (no path walk from /).
 func unlinkedBytes(pids []int, dev uint64) (int64, error) {
 	seen := map[fileID]bool{}
 	var total int64
+	buf := make([]byte, 8<<10)
+	var names []string
 	for i, pid := range pids {
-		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-		ents, err := os.ReadDir(dir)
+		dfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if i == 0 && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {
 				return total, err
 			}
 			continue
 		}
-		for _, ent := range ents {
-			fi, err := os.Stat(dir + "/" + ent.Name()) // follows the descriptor to its inode
-			if err != nil || !fi.Mode().IsRegular() {
+		for {
+			n, err := unix.Getdents(dfd, buf)
+			if err == unix.EINTR {
 				continue
 			}
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			if !ok || st.Nlink != 0 || uint64(st.Dev) != dev {
-				continue
+			if err != nil || n <= 0 {
+				if err != nil && i == 0 && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, fs.ErrNotExist) {
+					_ = unix.Close(dfd)
+					return total, err
+				}
+				break
 			}
-			id := fileID{uint64(st.Dev), uint64(st.Ino)}
-			if seen[id] {
-				continue
+			_, _, names = unix.ParseDirent(buf[:n], -1, names[:0])
+			for _, name := range names {
+				var st unix.Stat_t
+				// Follows the descriptor to its inode.
+				if err := unix.Fstatat(dfd, name, &st, 0); err != nil {
+					continue
+				}
+				if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 || uint64(st.Dev) != dev {
+					continue
+				}
+				id := fileID{uint64(st.Dev), uint64(st.Ino)}
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				total += st.Blocks * 512
 			}
-			seen[id] = true
-			total += st.Blocks * 512
 		}
+		_ = unix.Close(dfd)
 	}
 	return total, nil
 }

@@ -784,14 +784,6 @@ func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
 	if err != nil || p == nil || !p.alive() || p.cmd.Process == nil {
 		return u, err
 	}
-	fi, err := os.Stat(k.dataDir)
-	if err != nil {
-		return u, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return u, nil
-	}
 	root := p.cmd.Process.Pid
 	var pids []int
 	if p.cg != nil {
@@ -807,7 +799,7 @@ func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
 	if k.e.opts.Mode == ModeGvisor {
 		pids = distinctFileTables(pids)
 	}
-	n, err := unlinkedBytes(pids, uint64(st.Dev))
+	n, err := unlinkedBytes(pids, u.dev)
 	u.bytes += n
 	return u, err
 }

@@ -1,0 +1,62 @@
+package emulator
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTrimRecords: a session keeps at most maxRecordedExecutions records,
+// forgetting the oldest finished ones first, never a running execution or the
+// most recently finished one, and keeps the order of the others (trimLocked
+// moves the kept ones instead of copying the whole list).
+func TestTrimRecords(t *testing.T) {
+	tests := []struct {
+		name    string
+		n       int   // executions recorded, each finished right after, in order
+		running []int // these stay running (never finished)
+		want    []int // the records left, oldest first
+	}{
+		{"under the bound", 3, nil, []int{0, 1, 2}},
+		{"one over", maxRecordedExecutions + 1, nil, seq(1, maxRecordedExecutions+1)},
+		{"many over", 3 * maxRecordedExecutions, nil, seq(2*maxRecordedExecutions, 3*maxRecordedExecutions)},
+		{"running ones stay in order", maxRecordedExecutions + 5, []int{0, 2}, append([]int{0, 2}, seq(7, maxRecordedExecutions+5)...)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &session{execs: map[string]*execution{}}
+			running := map[int]bool{}
+			for _, i := range tc.running {
+				running[i] = true
+			}
+			for i := range tc.n {
+				e := &execution{id: strconv.Itoa(i)}
+				s.recordLocked(e, 1<<40)
+				if !running[i] {
+					s.finishedLocked(e, 1, 1<<40)
+				}
+				require.LessOrEqual(t, len(s.execs), maxRecordedExecutions+1)
+				require.Len(t, s.execOrder, len(s.execs))
+			}
+			var got []int
+			for _, id := range s.execOrder {
+				i, err := strconv.Atoi(id)
+				require.NoError(t, err)
+				got = append(got, i)
+				require.Contains(t, s.execs, id)
+			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, int64(len(tc.want)-len(tc.running)), s.recBytes)
+		})
+	}
+}
+
+// seq is lo, lo+1, ..., hi-1.
+func seq(lo, hi int) []int {
+	var out []int
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
