@@ -248,9 +248,10 @@ type ociNamespace struct {
 	Type string `json:"type"`
 }
 
-// gvisorArgs builds the kernel's bundle and returns the runsc command line
-// and the container, whose listener the driver connects to.
-func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverConfig) ([]string, *gvisorContainer, error) {
+// gvisorArgs builds the kernel's bundle, whose process runs prog, and
+// returns the runsc command line and the container, whose listener the
+// driver connects to.
+func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverConfig, prog programArgs) ([]string, *gvisorContainer, error) {
 	c := &gvisorContainer{runsc: e.runsc, root: filepath.Join(e.gvDir, "state"), id: "azs-" + randHex(8)}
 	c.bundle = filepath.Join(e.gvDir, c.id)
 	fail := func(err error) ([]string, *gvisorContainer, error) {
@@ -393,12 +394,11 @@ func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverC
 	}
 
 	cfg.Socket = gvisorIODir + "/s"
-	cj, _ := json.Marshal(cfg)
 	spec := ociSpec{
 		OCIVersion: "1.0.2",
 		Process: ociProcess{
 			User:            ociUser{UID: uid, GID: gid, AdditionalGids: []uint32{}},
-			Args:            []string{e.python, "-s", sandboxSys + "/driver.py", string(cj)},
+			Args:            prog(sandboxSys, cfg),
 			Cwd:             sandboxData,
 			NoNewPrivileges: true,
 			Capabilities:    ociCapabilities{Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{}},

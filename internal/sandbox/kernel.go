@@ -116,9 +116,63 @@ type driverConfig struct {
 // preloadMessage starts the driver's "preloaded" reply.
 var preloadMessage = []byte(`{"preloaded"`)
 
-// startProc starts a driver on dataDir and waits until it is ready.
+// startProc starts a driver on dataDir and waits until it is ready. Its
+// steps: the driver's configuration and limits (newDriverConfig,
+// procCgroup), environment (procEnv), pipes (openPipes), command line
+// (commandLine, running what driverArgv says, wrapped by cgroupWrap), the
+// process (procCommand, launch) and its readiness (awaitReady).
 func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, error) {
-	tmpDir := dataDir + ".tmp" // HOME and TMPDIR in mode none
+	cfg := e.newDriverConfig()
+	cg, err := e.procCgroup(role, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	env := e.procEnv()
+	fds := &childFiles{}
+	var gv *gvisorContainer
+	fail := func(err error) (*proc, error) {
+		fds.closeAll()
+		cg.kill(0)
+		if gv != nil {
+			gv.remove()
+		}
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	pp, err := e.openPipes(fds)
+	if err != nil {
+		return fail(err)
+	}
+	args, gv, err := e.commandLine(dataDir, env, cfg, fds, e.driverArgv)
+	if err != nil {
+		return fail(err)
+	}
+	args = e.cgroupWrap(cg, args)
+	cmd := e.procCommand(args, dataDir, env, cg)
+	cmd.Stdout, cmd.Stderr = pp.outW, pp.errW
+	cmd.ExtraFiles = fds.extra
+	p := &proc{
+		cmd: cmd, dataDir: dataDir, cg: cg, role: role, gv: gv,
+		cmdW: pp.cmdW, resR: pp.resR, outR: pp.outR, errR: pp.errR,
+		stdout: newStream(), stderr: newStream(),
+		msgs:   make(chan []byte), // unbuffered: no reply is held once no one waits
+		exited: make(chan struct{}),
+		dead:   make(chan struct{}),
+
+		preloaded:   make(chan struct{}),
+		onPreloaded: e.checkPreloaded,
+	}
+	if err := e.launch(p, append(fds.extra, pp.outW, pp.errW)); err != nil {
+		return fail(fmt.Errorf("start %s: %w", args[0], err))
+	}
+	if err := p.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newDriverConfig is the driver's configuration from the executor's
+// options; the mode's paths are set by commandLine.
+func (e *Executor) newDriverConfig() driverConfig {
 	cfg := driverConfig{
 		MaxFileSize:   e.opts.MaxFileSizeBytes,
 		Memory:        e.opts.MemoryLimitBytes,
@@ -129,6 +183,12 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if e.opts.noPreload {
 		cfg.Preload = []string{}
 	}
+	return cfg
+}
+
+// procCgroup creates the process's cgroups (nil when the executor has
+// none), and sets cfg.NProc when no pids cgroup bounds its tasks.
+func (e *Executor) procCgroup(role string, cfg *driverConfig) (*cgroupSet, error) {
 	var cg *cgroupSet
 	if e.cg != nil {
 		var err error
@@ -147,6 +207,12 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 			cfg.NProc = countUserTasks(uid) + e.opts.MaxProcesses
 		}
 	}
+	return cg, nil
+}
+
+// procEnv is the environment of the sandboxed process common to every
+// mode (commandLine adds the mode's HOME, TMPDIR and cache directories).
+func (e *Executor) procEnv() map[string]string {
 	env := map[string]string{
 		"LANG":                    "C.UTF-8",
 		"LC_ALL":                  "C.UTF-8",
@@ -161,120 +227,161 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if d := filepath.Dir(e.python); !underSystemDirs(d) {
 		env["PATH"] = d + ":" + env["PATH"]
 	}
+	return env
+}
 
-	// Descriptors of the child: 3 and 4 the protocol, then bwrap's inputs.
-	var files []*os.File // every descriptor opened here, closed by closeAll
-	var extra []*os.File // the child's fds 3, 4, ...
-	closeAll := func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
+// childFiles are the descriptors startProc opens: all of them (closed by
+// closeAll on failure) and those the child gets as fds 3, 4, ... (extra).
+type childFiles struct {
+	files []*os.File
+	extra []*os.File
+}
+
+func (c *childFiles) closeAll() {
+	for _, f := range c.files {
+		_ = f.Close()
 	}
-	addFD := func(f *os.File) int {
-		extra = append(extra, f)
-		return 2 + len(extra)
+}
+
+// addFD passes f to the child and returns its descriptor number there.
+func (c *childFiles) addFD(f *os.File) int {
+	c.extra = append(c.extra, f)
+	return 2 + len(c.extra)
+}
+
+// pipe opens a pipe whose ends closeAll closes.
+func (c *childFiles) pipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err == nil {
+		c.files = append(c.files, r, w)
 	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return
-	}
-	var gv *gvisorContainer
-	fail := func(err error) (*proc, error) {
-		closeAll()
-		cg.kill(0)
-		if gv != nil {
-			gv.remove()
-		}
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	outR, outW, err3 := pipe()
-	errR, errW, err4 := pipe()
+	return
+}
+
+// procPipes are the parent's ends of the driver's pipes, and the child's
+// ends of stdout and stderr. cmdW and resR are nil in mode gvisor, where
+// the protocol is a socket the driver connects to (see awaitReady).
+type procPipes struct {
+	outR, outW, errR, errW *os.File
+	cmdW, resR             *os.File
+}
+
+// openPipes opens the driver's stdout and stderr pipes and, except in mode
+// gvisor, the protocol pipes, whose child ends become its fds 3 (requests)
+// and 4 (replies).
+func (e *Executor) openPipes(fds *childFiles) (procPipes, error) {
+	var pp procPipes
+	var err3, err4 error
+	pp.outR, pp.outW, err3 = fds.pipe()
+	pp.errR, pp.errW, err4 = fds.pipe()
 	if err := errors.Join(err3, err4); err != nil {
-		return fail(err)
+		return pp, err
 	}
-	var cmdW, resR *os.File // gvisor: the driver's socket, after it connected
 	if e.opts.Mode != ModeGvisor {
-		cmdR, w, err1 := pipe()
-		r, resW, err2 := pipe()
+		cmdR, w, err1 := fds.pipe()
+		r, resW, err2 := fds.pipe()
 		if err := errors.Join(err1, err2); err != nil {
-			return fail(err)
+			return pp, err
 		}
-		cmdW, resR = w, r
-		addFD(cmdR)
-		addFD(resW)
+		pp.cmdW, pp.resR = w, r
+		fds.addFD(cmdR)
+		fds.addFD(resW)
 	}
+	return pp, nil
+}
 
-	var args []string
+// programArgs is the command line of what runs in the sandbox, given the
+// directory where the executor's files (driver.py) are seen from inside it
+// and the driver's configuration with the mode's paths set.
+type programArgs func(sysDir string, cfg driverConfig) []string
+
+// driverArgv runs the Python driver: the interpreter, driver.py and its
+// configuration as argv[1].
+func (e *Executor) driverArgv(sysDir string, cfg driverConfig) []string {
+	cj, _ := json.Marshal(cfg)
+	return []string{e.python, "-s", sysDir + "/driver.py", string(cj)}
+}
+
+// commandLine is the host command that runs prog in the sandbox of the
+// executor's mode on dataDir: prog itself in mode none, bwrap and its
+// arguments (descriptors added to fds), or runsc with a bundle (gv). It sets
+// the mode's entries of env and paths of cfg.
+func (e *Executor) commandLine(dataDir string, env map[string]string, cfg driverConfig, fds *childFiles, prog programArgs) ([]string, *gvisorContainer, error) {
 	switch e.opts.Mode {
 	case ModeNone:
+		tmpDir := dataDir + ".tmp" // HOME and TMPDIR in mode none
 		if err := os.MkdirAll(tmpDir, 0o700); err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		if err := e.id.chown(tmpDir); err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		env["HOME"], env["TMPDIR"] = tmpDir, tmpDir
 		env["MPLCONFIGDIR"] = filepath.Join(tmpDir, ".config", "matplotlib")
 		env["IPYTHONDIR"] = filepath.Join(tmpDir, ".ipython")
 		cfg.MplCache = filepath.Join(e.sysDir, "mpl")
-		cj, _ := json.Marshal(cfg)
-		args = []string{e.python, "-s", filepath.Join(e.sysDir, "driver.py"), string(cj)}
+		return prog(e.sysDir, cfg), nil, nil
 	case ModeGvisor:
 		e.sandboxEnv(env, &cfg)
-		var err error
-		if args, gv, err = e.gvisorArgs(dataDir, env, cfg); err != nil {
-			return fail(err)
-		}
+		return e.gvisorArgs(dataDir, env, cfg, prog)
 	default:
 		e.sandboxEnv(env, &cfg)
-		cj, _ := json.Marshal(cfg)
-		args = e.bwrapArgs(dataDir, env)
+		args := e.bwrapArgs(dataDir, env)
 		if seccomp := seccompProgram(); seccomp != nil {
 			// bwrap reads the filter from the pipe (and closes it) before it
 			// runs the driver; the program is far smaller than a pipe's buffer.
-			secR, secW, err := pipe()
+			secR, secW, err := fds.pipe()
 			if err == nil {
 				_, err = secW.Write(seccomp)
 			}
 			if err != nil {
-				return fail(err)
+				return nil, nil, err
 			}
 			_ = secW.Close()
-			args = append(args, "--seccomp", strconv.Itoa(addFD(secR)))
+			args = append(args, "--seccomp", strconv.Itoa(fds.addFD(secR)))
 		}
 		// The driver and the synthetic /etc files are copied into the
 		// sandbox's root from descriptors (bwrap --file): no bind mount of
 		// a host directory, so /proc/self/mountinfo does not show its path.
 		sys, err := e.sysFiles()
 		if err != nil {
-			return fail(err)
+			return nil, nil, err
 		}
 		for _, sf := range sys {
 			f, err := os.Open(sf.host)
 			if err != nil {
-				return fail(err)
+				return nil, nil, err
 			}
-			files = append(files, f)
-			args = append(args, "--file", strconv.Itoa(addFD(f)), sf.sandbox)
+			fds.files = append(fds.files, f)
+			args = append(args, "--file", strconv.Itoa(fds.addFD(f)), sf.sandbox)
 		}
-		args = append(args, "--remount-ro", "/")
-		args = append(args, "--", e.python, "-s", sandboxSys+"/driver.py", string(cj))
+		args = append(args, "--remount-ro", "/", "--")
+		return append(args, prog(sandboxSys, cfg)...), nil, nil
 	}
-	if cg != nil {
-		// Join the cgroups before bwrap starts, so every descendant is in them.
-		wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
-		wrap = append(wrap, cg.procsFiles()...)
-		wrap = append(wrap, "--")
-		if e.id != nil && e.opts.Mode != ModeGvisor {
-			// Root joins the cgroups, then becomes the sandbox user for good.
-			// (runsc needs root: its Sentry drops to "nobody" itself.)
-			wrap = append(wrap, e.id.setprivArgs()...)
-		}
-		args = append(wrap, args...)
+}
+
+// cgroupWrap prefixes args with a shell that joins cg's cgroups before
+// the sandbox starts, so every descendant is in them (args as is when cg is
+// nil).
+func (e *Executor) cgroupWrap(cg *cgroupSet, args []string) []string {
+	if cg == nil {
+		return args
 	}
+	wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
+	wrap = append(wrap, cg.procsFiles()...)
+	wrap = append(wrap, "--")
+	if e.id != nil && e.opts.Mode != ModeGvisor {
+		// Root joins the cgroups, then becomes the sandbox user for good.
+		// (runsc needs root: its Sentry drops to "nobody" itself.)
+		wrap = append(wrap, e.id.setprivArgs()...)
+	}
+	return append(wrap, args...)
+}
+
+// procCommand is the host process for args: its environment and directory
+// (env and dataDir in mode none; the sandbox sets them otherwise), killed
+// with the emulator, in a process group of its own.
+func (e *Executor) procCommand(args []string, dataDir string, env map[string]string, cg *cgroupSet) *exec.Cmd {
 	cmd := exec.Command(args[0], args[1:]...)
 	if e.opts.Mode == ModeNone {
 		cmd.Dir = dataDir
@@ -290,53 +397,54 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 		cmd.SysProcAttr.Credential = e.id.credential()
 	}
 	cmd.Stdin = nil
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = extra
-	p := &proc{
-		cmd: cmd, dataDir: dataDir, cg: cg, role: role, gv: gv,
-		cmdW: cmdW, resR: resR, outR: outR, errR: errR,
-		stdout: newStream(), stderr: newStream(),
-		msgs:   make(chan []byte), // unbuffered: no reply is held once no one waits
-		exited: make(chan struct{}),
-		dead:   make(chan struct{}),
+	return cmd
+}
 
-		preloaded:   make(chan struct{}),
-		onPreloaded: e.checkPreloaded,
-	}
+// launch starts p's process, closes the child's ends of its descriptors
+// and starts the goroutines that reap it and read its output.
+func (e *Executor) launch(p *proc, childEnds []*os.File) error {
 	// Keep the start-up chatter of stderr for error messages.
 	startNonce := []byte("\x1eazs-never-" + randHex(8))
 	p.stdout.begin(startNonce, 2048)
 	p.stderr.begin(startNonce, 2048)
-	if err := e.start(cmd); err != nil {
-		return fail(fmt.Errorf("start %s: %w", args[0], err))
+	if err := e.start(p.cmd); err != nil {
+		return err
 	}
 	// The child has its ends now.
-	for _, f := range append(extra, outW, errW) {
+	for _, f := range childEnds {
 		_ = f.Close()
 	}
 	p.wg.Add(3)
 	go func() {
 		defer p.wg.Done()
-		p.waitErr = cmd.Wait()
+		p.waitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
-	go func() { defer p.wg.Done(); p.stdout.pump(outR) }()
-	go func() { defer p.wg.Done(); p.stderr.pump(errR) }()
+	go func() { defer p.wg.Done(); p.stdout.pump(p.outR) }()
+	go func() { defer p.wg.Done(); p.stderr.pump(p.errR) }()
+	return nil
+}
 
-	const startTimeout = 90 * time.Second
+// startTimeout bounds a driver's start, until its "ready" reply.
+const startTimeout = 90 * time.Second
+
+// awaitReady waits for the driver's "ready" reply (in mode gvisor, first
+// for its connection to the bundle's socket: its fds 3 and 4) and starts
+// reading its replies. On failure, p is killed and the error says why
+// (with the start-up chatter of stderr).
+func (p *proc) awaitReady(ctx context.Context) error {
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
-	if gv != nil {
-		// The driver connects to the bundle's socket: its fds 3 and 4.
+	if p.gv != nil {
 		var err error
-		p.cmdW, p.resR, err = gv.accept(ctx, p.exited, startTimeout)
+		p.cmdW, p.resR, err = p.gv.accept(ctx, p.exited, startTimeout)
 		if err != nil {
 			p.kill()
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 			msg, _ := p.stderr.result(2048)
-			return nil, fmt.Errorf("sandbox: kernel did not start (%v; %v): %s", err, p.waitErr, strings.TrimSpace(msg))
+			return fmt.Errorf("sandbox: kernel did not start (%v; %v): %s", err, p.waitErr, strings.TrimSpace(msg))
 		}
 	}
 	startDone := p.awaitReply()
@@ -355,22 +463,22 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 			if len(ready.Preload) == 0 {
 				p.markPreloaded(nil)
 			}
-			return p, nil
+			return nil
 		}
 		p.kill()
 		msg, _ := p.stderr.result(2048)
-		return nil, fmt.Errorf("sandbox: kernel did not start (%v): %s", p.waitErr, strings.TrimSpace(msg))
+		return fmt.Errorf("sandbox: kernel did not start (%v): %s", p.waitErr, strings.TrimSpace(msg))
 	case <-ctx.Done():
 		p.kill()
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-timer.C:
 		p.kill()
-		return nil, errors.New("sandbox: kernel did not start within 90s")
+		return errors.New("sandbox: kernel did not start within 90s")
 	}
 }
 
 // bwrapArgs builds the bubblewrap command line up to the sandbox's files
-// (startProc adds them, the seccomp filter, --remount-ro / and the command).
+// (commandLine adds them, the seccomp filter, --remount-ro / and the command).
 // Everything that a bind mount would expose of the host is chosen here: the
 // system directories, the interpreter's prefixes, a few /etc files and the
 // data directory, whose host path /proc/self/mountinfo shows (its name is
@@ -881,6 +989,11 @@ var emptyValue = json.RawMessage(`""`)
 // its limits (measured as in overLimit) the cell is not run: its Result is
 // Failed with a note, until files are deleted. The error is non-nil only when no
 // kernel could be (re)started, or ErrClosed after Close.
+//
+// Its steps: a running kernel (ensureRunning), the data directory's limits
+// (checkLimits, refused), the request to the driver (dispatch), and the wait
+// for its reply, timeout, cancellation or death (wait), each ending in
+// finish or killAndRestart.
 func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -893,62 +1006,109 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	var res kernel.Result
-	var notes []string
-	restart := func(note string) error {
-		if err := k.restart(ctx); err != nil {
-			return fmt.Errorf("sandbox: restarting the kernel: %w", err)
-		}
-		res.Restarted = true
-		notes = append(notes, note)
-		p, err = k.current()
-		return err
+	x := &execution{k: k, p: p, req: req, maxLen: maxLen}
+	if err := x.ensureRunning(ctx); err != nil {
+		return kernel.Result{}, err
 	}
-	if p == nil || !p.alive() {
-		k.pmu.Lock()
-		why := k.stopped
-		k.stopped = ""
-		k.pmu.Unlock()
-		note := "The kernel had stopped and was restarted: variables were lost, files in /mnt/data were kept."
-		if why != "" {
-			note = why + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."
-		}
-		if err := restart(note); err != nil {
-			return kernel.Result{}, err
-		}
-	}
-	// Measure the data directory before the cell runs. The limits are never
-	// raised: a kernel over them is stopped (which also frees the files it
-	// holds open after deleting them), and when the directory is still over
-	// them no cell runs until files are deleted with the files API (which
-	// works without the kernel). A cell may then not make it grow past them.
-	refuse := k.overLimit(p)
-	if refuse != "" && !res.Restarted && p.alive() {
-		if err := restart(refuse + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."); err != nil {
-			return kernel.Result{}, err
-		}
-		refuse = k.overLimit(p)
+	refuse, err := x.checkLimits(ctx)
+	if err != nil {
+		return kernel.Result{}, err
 	}
 	if refuse != "" {
-		refuse += ": the code was not run; delete files in /mnt/data with the files API to get under the limit"
-		res.Status = kernel.Failed
-		res.Value = emptyValue
-		res.Stderr = strings.Join(append(notes, refuse), "\n") + "\n"
-		if utf8.RuneCountInString(res.Stderr) > maxLen {
-			res.Stderr, res.StderrTruncated = string([]rune(res.Stderr)[:maxLen]), true
-		}
-		return res, nil
+		return x.refused(refuse), nil
 	}
-	grace := k.e.opts.killGrace
-	start := time.Now()
-	nonce := []byte("\x1eazs-" + randHex(12) + "\x1e")
-	p.stdout.begin(nonce, maxLen)
-	p.stderr.begin(nonce, maxLen)
-	replyDone := p.awaitReply()
+	id, replyDone := x.dispatch()
 	defer replyDone()
+	return x.wait(ctx, id)
+}
+
+// execution is the state of one Kernel.Execute.
+type execution struct {
+	k      *Kernel
+	p      *proc // the kernel's process (the one that ran the cell, once dispatched)
+	req    kernel.Request
+	maxLen int // the output cap, in characters
+
+	res      kernel.Result
+	notes    []string // restarts before the cell ran: the first lines of stderr
+	start    time.Time
+	canceled bool // ctx was canceled while the cell ran
+}
+
+// restart restarts the kernel before the cell runs, noting why.
+func (x *execution) restart(ctx context.Context, note string) error {
+	if err := x.k.restart(ctx); err != nil {
+		return fmt.Errorf("sandbox: restarting the kernel: %w", err)
+	}
+	x.res.Restarted = true
+	x.notes = append(x.notes, note)
+	var err error
+	x.p, err = x.k.current()
+	return err
+}
+
+// ensureRunning restarts a kernel that is not running (it died, or the
+// watcher stopped it), noting why.
+func (x *execution) ensureRunning(ctx context.Context) error {
+	if x.p != nil && x.p.alive() {
+		return nil
+	}
+	k := x.k
+	k.pmu.Lock()
+	why := k.stopped
+	k.stopped = ""
+	k.pmu.Unlock()
+	note := "The kernel had stopped and was restarted: variables were lost, files in /mnt/data were kept."
+	if why != "" {
+		note = why + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."
+	}
+	return x.restart(ctx, note)
+}
+
+// checkLimits measures the data directory before the cell runs, and
+// returns why the cell may not run ("" when it may). The limits are never
+// raised: a kernel over them is stopped (which also frees the files it
+// holds open after deleting them), and when the directory is still over
+// them no cell runs until files are deleted with the files API (which
+// works without the kernel). A cell may then not make it grow past them.
+func (x *execution) checkLimits(ctx context.Context) (string, error) {
+	refuse := x.k.overLimit(x.p)
+	if refuse != "" && !x.res.Restarted && x.p.alive() {
+		if err := x.restart(ctx, refuse+": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."); err != nil {
+			return "", err
+		}
+		refuse = x.k.overLimit(x.p)
+	}
+	return refuse, nil
+}
+
+// refused is the Result of a cell not run because the data directory is
+// over its limits: Failed, with the notes and why in stderr.
+func (x *execution) refused(why string) kernel.Result {
+	why += ": the code was not run; delete files in /mnt/data with the files API to get under the limit"
+	res := x.res
+	res.Status = kernel.Failed
+	res.Value = emptyValue
+	res.Stderr = strings.Join(append(x.notes, why), "\n") + "\n"
+	if utf8.RuneCountInString(res.Stderr) > x.maxLen {
+		res.Stderr, res.StderrTruncated = string([]rune(res.Stderr)[:x.maxLen]), true
+	}
+	return res
+}
+
+// dispatch sends the cell to the driver and returns its request id, with
+// replyDone to call once the reply is no longer awaited. A driver that
+// cannot take the request is killed (wait then sees it dead).
+func (x *execution) dispatch() (id int, replyDone func()) {
+	p, req := x.p, x.req
+	x.start = time.Now()
+	nonce := []byte("\x1eazs-" + randHex(12) + "\x1e")
+	p.stdout.begin(nonce, x.maxLen)
+	p.stderr.begin(nonce, x.maxLen)
+	replyDone = p.awaitReply()
 	p.nextID++
-	id := p.nextID
-	far := time.Now().Add(req.Timeout + grace + time.Minute)
+	id = p.nextID
+	far := time.Now().Add(req.Timeout + x.k.e.opts.killGrace + time.Minute)
 	msg := map[string]any{"op": "exec", "id": id, "code": req.Code,
 		"timeout": req.Timeout.Seconds(), "nonce": string(nonce)}
 	if req.Shell != nil {
@@ -958,109 +1118,117 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 		// The driver is gone or stuck: the next path sees it as dead.
 		p.kill()
 	}
+	return id, replyDone
+}
 
+// wait waits for the reply to request id, while enforcing the timeout (plus
+// the grace period), the cancellation of ctx (an interrupt, then a kill
+// after the grace period) and the data directory's limits.
+func (x *execution) wait(ctx context.Context, id int) (kernel.Result, error) {
+	p, grace := x.p, x.k.e.opts.killGrace
 	var timeoutC, cancelC <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout + grace)
+	if x.req.Timeout > 0 {
+		t := time.NewTimer(x.req.Timeout + grace)
 		defer t.Stop()
 		timeoutC = t.C
 	}
 	tick := time.NewTicker(watchCellInterval)
 	defer tick.Stop()
 	done := ctx.Done()
-	canceled := false
-
-	// killAndRestart ends an execution the kernel did not end itself.
-	killAndRestart := func(why string) (kernel.Result, error) {
-		p.kill()
-		res.Duration = time.Since(start)
-		res.Status = kernel.Failed
-		if canceled {
-			res.Status = kernel.Canceled
-		}
-		res.Restarted = true
-		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		note := why + ": the kernel was killed and restarted (variables were lost, files in /mnt/data were kept)."
-		if err := k.restart(rctx); err != nil {
-			note = why + ": the kernel was killed; restarting it failed (" + err.Error() + "); the next execution tries again."
-		}
-		k.fill(&res, p, maxLen, notes, note)
-		return res, nil
-	}
-
 	for {
 		select {
 		case line, ok := <-p.msgs:
 			if !ok {
 				desc := p.exitDescription()
 				p.kill()
-				res.Duration = time.Since(start)
-				res.Status = kernel.Failed
-				if canceled {
-					res.Status = kernel.Canceled
-				}
-				k.fill(&res, p, maxLen, notes, "The kernel died ("+desc+"); it will be restarted on the next execution: variables are lost, files in /mnt/data are kept.")
-				return res, nil
+				x.res.Duration = time.Since(x.start)
+				return x.finish(kernel.Failed, "The kernel died ("+desc+"); it will be restarted on the next execution: variables are lost, files in /mnt/data are kept.")
 			}
 			var rep execReply
 			if err := json.Unmarshal(line, &rep); err != nil || rep.ID != id {
 				continue // stale or garbage: ignore
 			}
-			// Wait for the end of the output, which the driver wrote before
-			// the reply (it may still be in the pipes).
-			wait := time.NewTimer(2 * time.Second)
-			for _, s := range []*stream{p.stdout, p.stderr} {
-				select {
-				case <-s.doneCh():
-				case <-wait.C:
-				}
-			}
-			wait.Stop()
-			res.Duration = time.Duration(rep.DurationMS * float64(time.Millisecond))
-			switch {
-			case canceled:
-				res.Status = kernel.Canceled
-			case rep.OK:
-				res.Status = kernel.Succeeded
-			default:
-				res.Status = kernel.Failed
-			}
-			res.TimedOut = rep.TimedOut
-			res.ExitCode = rep.ExitCode
-			if rep.HasValue && len(rep.Value) > 0 {
-				res.Value, res.Text = rep.Value, rep.Text
-			} else {
-				res.Value = emptyValue
-			}
-			if over := k.overLimit(p); over != "" {
-				// Stop what the cell may have left writing in the background.
-				return killAndRestart(over)
-			}
-			k.fill(&res, p, maxLen, notes, "")
-			if canceled && !rep.Interrupted && !rep.TimedOut {
-				// Finished on its own just as it was canceled: keep the status.
-				res.Status = kernel.Canceled
-			}
-			return res, nil
+			return x.replied(rep)
 		case <-timeoutC:
-			res.TimedOut = true
-			return killAndRestart(fmt.Sprintf("TimeoutError: the execution timed out after %s and did not stop within %s", req.Timeout, grace))
+			x.res.TimedOut = true
+			return x.killAndRestart(fmt.Sprintf("TimeoutError: the execution timed out after %s and did not stop within %s", x.req.Timeout, grace))
 		case <-done:
 			done = nil
-			canceled = true
+			x.canceled = true
 			_ = p.send(map[string]any{"op": "interrupt"}, time.Now().Add(time.Second))
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			cancelC = t.C
 		case <-cancelC:
-			return killAndRestart("The execution was canceled and did not stop")
+			return x.killAndRestart("The execution was canceled and did not stop")
 		case <-tick.C:
-			if over := k.overLimit(p); over != "" {
-				return killAndRestart(over)
+			if over := x.k.overLimit(x.p); over != "" {
+				return x.killAndRestart(over)
 			}
 		}
 	}
+}
+
+// replied is the Result of the driver's reply to the cell.
+func (x *execution) replied(rep execReply) (kernel.Result, error) {
+	p := x.p
+	// Wait for the end of the output, which the driver wrote before
+	// the reply (it may still be in the pipes).
+	wait := time.NewTimer(2 * time.Second)
+	for _, s := range []*stream{p.stdout, p.stderr} {
+		select {
+		case <-s.doneCh():
+		case <-wait.C:
+		}
+	}
+	wait.Stop()
+	x.res.Duration = time.Duration(rep.DurationMS * float64(time.Millisecond))
+	x.res.TimedOut = rep.TimedOut
+	x.res.ExitCode = rep.ExitCode
+	if rep.HasValue && len(rep.Value) > 0 {
+		x.res.Value, x.res.Text = rep.Value, rep.Text
+	} else {
+		x.res.Value = emptyValue
+	}
+	if over := x.k.overLimit(p); over != "" {
+		// Stop what the cell may have left writing in the background.
+		return x.killAndRestart(over)
+	}
+	status := kernel.Failed
+	if rep.OK {
+		status = kernel.Succeeded
+	}
+	// A cell canceled is Canceled even when it finished on its own just as
+	// it was canceled (see finish).
+	return x.finish(status, "")
+}
+
+// killAndRestart ends an execution the kernel did not end itself: the
+// process is killed and a new one started on the same data directory; the
+// Result is Failed (Canceled when canceled) with why in stderr.
+func (x *execution) killAndRestart(why string) (kernel.Result, error) {
+	x.p.kill()
+	x.res.Duration = time.Since(x.start)
+	x.res.Restarted = true
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	note := why + ": the kernel was killed and restarted (variables were lost, files in /mnt/data were kept)."
+	if err := x.k.restart(rctx); err != nil {
+		note = why + ": the kernel was killed; restarting it failed (" + err.Error() + "); the next execution tries again."
+	}
+	return x.finish(kernel.Failed, note)
+}
+
+// finish completes the Result: status (Canceled instead when the execution
+// was canceled), the output of the process that ran the cell and the notes
+// before it, note (if any) after it, in stderr.
+func (x *execution) finish(status kernel.Status, note string) (kernel.Result, error) {
+	if x.canceled {
+		status = kernel.Canceled
+	}
+	x.res.Status = status
+	x.k.fill(&x.res, x.p, x.maxLen, x.notes, note)
+	return x.res, nil
 }
 
 // fill sets the output fields of res from p's streams plus notes for stderr.
