@@ -428,7 +428,7 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 			word = wire.LegacyFailure
 			value = json.RawMessage("null")
 		}
-		writeJSON(c.w, status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
+		c.writeJSON(status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
 			ID: "2", Status: word, Stdout: res.Stdout, Stderr: res.Stderr, Result: value, ExecutionTimeInMilliseconds: &ms,
 		}})
 		return
@@ -447,7 +447,7 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 				out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeInternal, Message: "the sandbox failed"}}
 			}
 		}
-		writeJSON(c.w, status, out)
+		c.writeJSON(status, out)
 		return
 	}
 	typ := wire.ExecutionSynchronous
@@ -471,7 +471,7 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 			out.Error = &wire.ErrorResponse{Error: wire.ErrorDetail{Code: CodeInternal, Message: "the interpreter failed"}}
 		}
 	}
-	writeJSON(c.w, status, out)
+	c.writeJSON(status, out)
 }
 
 // CodeExecutionTimeout is the error code in the error field of an execution

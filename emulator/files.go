@@ -559,10 +559,10 @@ func (h *Handler) upload(c *call) *apiError {
 		return cannotStore
 	}
 	if c.feat.Legacy {
-		writeJSON(c.w, http.StatusOK, legacyList([]entry{{rel, fi}}))
+		c.writeJSON(http.StatusOK, legacyList([]entry{{rel, fi}}))
 		return nil
 	}
-	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), relDir(name), fi, formSingle))
+	c.writeJSON(http.StatusOK, newFile(c, path.Base(rel), relDir(name), fi, formSingle))
 	return nil
 }
 
@@ -683,7 +683,7 @@ func (h *Handler) listFiles(c *call) *apiError {
 		if aerr != nil {
 			return aerr
 		}
-		writeJSON(c.w, http.StatusOK, legacyList(entries))
+		c.writeJSON(http.StatusOK, legacyList(entries))
 		return nil
 	}
 	q := c.r.URL.Query()
@@ -738,7 +738,7 @@ func (h *Handler) listFiles(c *call) *apiError {
 		next := baseURL(c.r) + h.poolPath + "/files?" + nq.Encode()
 		list.NextLink = &next
 	}
-	writeJSON(c.w, http.StatusOK, list)
+	c.writeJSON(http.StatusOK, list)
 	return nil
 }
 
@@ -781,10 +781,10 @@ func (h *Handler) getFile(c *call) *apiError {
 	}
 	root.Close()
 	if c.feat.Legacy {
-		writeJSON(c.w, http.StatusOK, legacyList([]entry{{rel, fi}}))
+		c.writeJSON(http.StatusOK, legacyList([]entry{{rel, fi}}))
 		return nil
 	}
-	writeJSON(c.w, http.StatusOK, newFile(c, path.Base(rel), dir, fi, formSingle))
+	c.writeJSON(http.StatusOK, newFile(c, path.Base(rel), dir, fi, formSingle))
 	return nil
 }
 
@@ -806,6 +806,7 @@ func (h *Handler) download(c *call) *apiError {
 	}
 	defer f.Close()
 	c.w.Header().Set("Content-Type", contentType(rel))
+	c.answering() // the file is open: the session may be released
 	http.ServeContent(c.w, c.r, "", fi.ModTime(), f)
 	return nil
 }
@@ -830,9 +831,9 @@ func (h *Handler) deleteFile(c *call) *apiError {
 		return fsError(err)
 	}
 	if c.feat.Legacy {
-		writeJSON(c.w, http.StatusOK, map[string]string{"message": "file deleted successfully"})
+		c.writeJSON(http.StatusOK, map[string]string{"message": "file deleted successfully"})
 		return nil
 	}
-	c.w.WriteHeader(http.StatusNoContent)
+	c.writeHeader(http.StatusNoContent)
 	return nil
 }

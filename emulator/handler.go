@@ -348,6 +348,30 @@ type call struct {
 	params  map[string]string
 	ident   string
 	sess    *session
+	// release gives sess back to the pool, once (nil without a session).
+	release func()
+}
+
+// answering is called by the handler just before the first byte of its
+// answer: it releases the call's session, so that a client that has its
+// answer sees the session idle (serve releases it too when the handler
+// returns; the release happens once).
+func (c *call) answering() {
+	if c.release != nil {
+		c.release()
+	}
+}
+
+// writeJSON answers v as JSON with status, after releasing the session.
+func (c *call) writeJSON(status int, v any) {
+	c.answering()
+	writeJSON(c.w, status, v)
+}
+
+// writeHeader answers status, after releasing the session.
+func (c *call) writeHeader(status int) {
+	c.answering()
+	c.w.WriteHeader(status)
 }
 
 // apiError is an error answer.
@@ -387,22 +411,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// statusWriter records the status for the access log and runs
-// beforeAnswer once, before the first byte of the answer: the session is
-// released there, so that a client that has its answer sees the session idle.
+// statusWriter records the status for the access log.
 type statusWriter struct {
 	http.ResponseWriter
-	status       int
-	beforeAnswer func()
+	status int
 }
 
 func (s *statusWriter) answer(code int) {
 	if s.status == 0 {
 		s.status = code
-		if s.beforeAnswer != nil {
-			s.beforeAnswer()
-			s.beforeAnswer = nil
-		}
 	}
 }
 
@@ -561,13 +578,12 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 			writeError(w, aerr)
 			return rt
 		}
-		var once sync.Once
-		release := func() { once.Do(func() { h.pool.release(s, false) }) }
-		w.beforeAnswer = release
-		defer release()
 		c.sess = s
+		c.release = sync.OnceFunc(func() { h.pool.release(s, false) })
+		defer c.release()
 	}
 	if aerr := rt.handle(h, c); aerr != nil {
+		c.answering()
 		writeError(w, aerr)
 	}
 	return rt

@@ -13,7 +13,7 @@ import (
 // getSession serves GET session: {identifier, createdAt, lastAccessedAt,
 // expireAt, etag}. Like every call it slides lastAccessedAt.
 func (h *Handler) getSession(c *call) *apiError {
-	writeJSON(c.w, http.StatusOK, h.pool.view(c.sess))
+	c.writeJSON(http.StatusOK, h.pool.view(c.sess))
 	return nil
 }
 
@@ -24,7 +24,7 @@ func (h *Handler) endSession(c *call) { h.pool.end(c.sess) }
 // deleteSession serves DELETE session: 204.
 func (h *Handler) deleteSession(c *call) *apiError {
 	h.endSession(c)
-	c.w.WriteHeader(http.StatusNoContent)
+	c.writeHeader(http.StatusNoContent)
 	return nil
 }
 
@@ -33,7 +33,7 @@ func (h *Handler) deleteSession(c *call) *apiError {
 func (h *Handler) stopSession(c *call) *apiError {
 	h.endSession(c)
 	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	c.w.WriteHeader(http.StatusOK)
+	c.writeHeader(http.StatusOK)
 	_, _ = c.w.Write([]byte("Session " + c.ident + " in session pool " + h.opt.PoolName + " stopped."))
 	return nil
 }
@@ -68,7 +68,7 @@ func (h *Handler) listSessions(c *call) *apiError {
 			body.NextLink = &next
 		}
 	}
-	writeJSON(c.w, http.StatusOK, body)
+	c.writeJSON(http.StatusOK, body)
 	return nil
 }
 
@@ -99,6 +99,6 @@ func (h *Handler) metadata(c *call) *apiError {
 			break
 		}
 	}
-	writeJSON(c.w, http.StatusOK, md)
+	c.writeJSON(http.StatusOK, md)
 	return nil
 }
