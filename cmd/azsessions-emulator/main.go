@@ -126,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&c.maxDisk, "max-disk", "disk of all sandboxes' /mnt/data together (each counts 1GiB); past it new sessions get 404 (default: half of the free space of -data-dir)")
 	fs.StringVar(&c.sandboxUser, "sandbox-user", "", "unprivileged host `account` (name, uid or uid:gid) that sandboxes run as when the emulator runs as root (default nobody; root is refused)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")
-	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast")
+	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast (more, up to 4×, while sessions arrive faster than they start)")
 	fs.Func("preload", "comma-separated `modules` every interpreter imports in the background once started, e.g. numpy,pandas,matplotlib (matplotlib means matplotlib.pyplot); none for nothing (default numpy: more is faster on first use, ~25 MiB more per interpreter for each of pandas and matplotlib)", func(v string) error {
 		c.preload = parsePreload(v)
 		return nil

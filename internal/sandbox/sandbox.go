@@ -276,8 +276,11 @@ type Options struct {
 	// DataDir itself is kept; the kernels' directories in it are removed.
 	DataDir string
 	// Ready is the number of kernels kept started in the background so that
-	// NewKernel is fast: 0 means none (every NewKernel starts one, ~0.15 s), a
-	// negative value means DefaultReady (2).
+	// NewKernel is fast: 0 means none (every NewKernel waits for a start,
+	// ~0.15 s), a negative value means DefaultReady (2). Under concurrent
+	// demand the pool keeps more, up to 4 × Ready, and falls back to Ready
+	// after a minute without it; kernels start at most one per CPU at a
+	// time, the oldest waiting NewKernel first.
 	Ready int
 	// MemoryLimitBytes bounds one kernel's memory (default 1 GiB).
 	MemoryLimitBytes int64
@@ -341,6 +344,11 @@ type Options struct {
 	// removeHook, when set, runs in the goroutine that removes a closed
 	// kernel's data, before it does (tests).
 	removeHook func()
+	// startHook, when set, runs when the pool begins a kernel's start; the
+	// function it returns when that start ended (tests).
+	startHook func() (done func())
+	// readyDecay overrides the constant readyDecay (tests).
+	readyDecay time.Duration
 }
 
 // Executor starts sandboxed kernels and keeps Ready of them started. It
@@ -375,10 +383,20 @@ type Executor struct {
 	ready    []*proc
 	kernels  map[*Kernel]struct{}
 	starting int // kernels being started (counted against the pool limits)
-	// poolStart is closed when the ready kernel the pool is starting joins
-	// e.ready (or failed); nil when the pool starts none.
-	poolStart chan struct{}
-	capacity  int // kernels that fit in the pool limits (-1: unbounded)
+	// waiters are NewKernel calls that found no ready kernel, oldest first:
+	// each kernel that finishes starting goes to the oldest one (see pool).
+	waiters []chan startResult
+	handed  int // kernels handed to a waiter, not yet in kernels
+	// target is the number of ready kernels the pool keeps: Options.Ready,
+	// raised by concurrent demand up to maxReady and lowered again after
+	// readyDecay without it (see miss and decay).
+	target    int
+	maxReady  int
+	lastMiss  time.Time
+	failUntil time.Time // after a failed start, no refill before then
+	fontCache bool      // matplotlib's font cache was built (or failed to)
+	slots     int       // kernels started at once (the CPUs)
+	capacity  int       // kernels that fit in the pool limits (-1: unbounded)
 
 	closeOnce   sync.Once
 	closeErr    error
@@ -448,6 +466,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.killGrace <= 0 {
 		opts.killGrace = 5 * time.Second
+	}
+	if opts.readyDecay <= 0 {
+		opts.readyDecay = readyDecay
 	}
 	preload, err := preloadList(opts.Preload)
 	if err != nil {
@@ -547,6 +568,7 @@ func New(opts Options) (*Executor, error) {
 	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "python", e.python, "version", e.info.PythonVersion,
 		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base, "sandbox_user", user,
 		"capacity", e.capacity, "max_total_memory", e.opts.MaxTotalMemoryBytes, "max_total_disk", e.opts.MaxTotalDiskBytes)
+	e.target, e.maxReady, e.slots = opts.Ready, readyGrowth*opts.Ready, startSlots()
 	e.poolWG.Add(1)
 	go e.pool()
 	return e, nil
@@ -797,59 +819,177 @@ func (e *Executor) Limits() string { return e.limits }
 // BaseDir is the directory holding the kernels' data directories.
 func (e *Executor) BaseDir() string { return e.base }
 
-// pool keeps opts.Ready kernels started.
+// Start scheduling (issue 16). Every kernel is started by the pool, at most
+// slots at a time (one per CPU, at least 2: a start is CPU-bound, more at
+// once only makes each slower), and goes to the oldest NewKernel waiting for
+// one, else to the ready list; starts for waiting calls come first, the ready
+// list is refilled as it drains. A burst of new sessions thus gets its kernels
+// in arrival order, each as soon as the CPUs can start it, instead of all of
+// them sharing the CPUs and finishing together at the end.
+//
+// The ready list adapts to demand within the pool-wide limits: each NewKernel
+// that has to wait while another already waits (concurrent demand beyond the
+// ready list) raises the target by one, up to readyGrowth × Options.Ready;
+// after readyDecay without such a wait it falls back by one per readyDecay,
+// down to Options.Ready, closing a surplus ready kernel each time. Ready
+// kernels count against MaxTotalMemoryBytes and MaxTotalDiskBytes like
+// sessions, so a larger ready list never takes a session's room: a new
+// session takes a ready kernel first.
+const (
+	readyGrowth = 4
+	readyDecay  = time.Minute
+)
+
+// startResult is a started kernel (or why it did not start) handed to a
+// waiting NewKernel.
+type startResult struct {
+	p   *proc
+	err error
+}
+
+// startSlots is how many kernels the pool starts at once.
+func startSlots() int { return max(2, runtime.NumCPU()) }
+
+// pool starts kernels: for waiting NewKernel calls and to keep target ready.
 func (e *Executor) pool() {
 	defer e.poolWG.Done()
-	e.buildFontCache(e.ctx)
+	// Ready kernels wait for matplotlib's font cache (each copies it at
+	// start); kernels for waiting calls do not.
+	e.poolWG.Add(1)
+	go func() {
+		defer e.poolWG.Done()
+		e.buildFontCache(e.ctx)
+		e.mu.Lock()
+		e.fontCache = true
+		e.mu.Unlock()
+		e.wake()
+	}()
+	tick := time.NewTicker(e.opts.readyDecay / 6)
+	defer tick.Stop()
 	for {
 		e.mu.Lock()
-		need := !e.closed && len(e.ready) < e.opts.Ready && e.reserveLocked()
-		if need {
-			e.poolStart = make(chan struct{})
+		for !e.closed && e.ctx.Err() == nil && e.starting < e.slots && e.needStartLocked() && e.reserveLocked() {
+			e.poolWG.Add(1)
+			go e.startOne()
+		}
+		surplus := e.decayLocked(time.Now())
+		var wait <-chan time.Time
+		if len(e.waiters) == 0 && time.Now().Before(e.failUntil) {
+			wait = time.After(time.Until(e.failUntil))
 		}
 		e.mu.Unlock()
-		if need {
-			dir, err := e.newDataDir()
-			if err == nil {
-				var p *proc
-				p, err = e.startProc(e.ctx, dir, "ready")
-				if err == nil {
-					e.mu.Lock()
-					e.starting--
-					e.poolStartDoneLocked()
-					if e.closed {
-						e.mu.Unlock()
-						p.kill()
-						_ = removeKernelDirs(dir)
-						return
-					}
-					e.ready = append(e.ready, p)
-					e.mu.Unlock()
-					continue
-				}
-				_ = removeKernelDirs(dir)
-			}
-			e.mu.Lock()
-			e.starting--
-			e.poolStartDoneLocked()
-			e.mu.Unlock()
-			if e.ctx.Err() != nil {
-				return
-			}
-			e.log.Warn("sandbox: starting a ready kernel failed", "err", err)
-			select {
-			case <-e.ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
+		for _, p := range surplus {
+			p.kill()
+			_ = removeKernelDirs(p.dataDir)
 		}
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-e.wakeup:
+		case <-tick.C:
+		case <-wait:
 		}
 	}
+}
+
+// needStartLocked says whether one more kernel should start: for a waiting
+// NewKernel, or for the ready list (not right after a failed start). e.mu
+// must be held.
+func (e *Executor) needStartLocked() bool {
+	if len(e.waiters) > e.starting {
+		return true
+	}
+	if !e.fontCache || time.Now().Before(e.failUntil) {
+		return false
+	}
+	return len(e.ready)+e.starting-len(e.waiters) < e.target
+}
+
+// startOne starts a kernel and hands it to the oldest waiting NewKernel, or
+// adds it to the ready list. e.starting was counted by the caller.
+func (e *Executor) startOne() {
+	defer e.poolWG.Done()
+	defer e.wake()
+	if e.opts.startHook != nil {
+		defer e.opts.startHook()()
+	}
+	dir, err := e.newDataDir()
+	var p *proc
+	if err == nil {
+		p, err = e.startProc(e.ctx, dir, "ready")
+		if err != nil {
+			_ = removeKernelDirs(dir)
+		}
+	} else {
+		err = fmt.Errorf("sandbox: %w", err)
+	}
+	e.mu.Lock()
+	e.starting--
+	if p != nil && e.closed {
+		e.mu.Unlock()
+		p.kill()
+		_ = removeKernelDirs(dir)
+		return
+	}
+	if p != nil {
+		e.handLocked(p)
+		e.mu.Unlock()
+		return
+	}
+	if len(e.waiters) > 0 {
+		// The oldest waiting call gets the error, as when it started its
+		// kernel itself.
+		if e.ctx.Err() != nil {
+			err = ErrClosed
+		}
+		w := e.waiters[0]
+		e.waiters = e.waiters[1:]
+		w <- startResult{err: err}
+	} else if e.ctx.Err() == nil {
+		e.failUntil = time.Now().Add(time.Second)
+		e.log.Warn("sandbox: starting a ready kernel failed", "err", err)
+	}
+	e.mu.Unlock()
+}
+
+// handLocked gives a started kernel to the oldest waiting NewKernel, or to
+// the ready list when none waits. e.mu must be held.
+func (e *Executor) handLocked(p *proc) {
+	if len(e.waiters) == 0 {
+		e.ready = append(e.ready, p)
+		return
+	}
+	w := e.waiters[0]
+	e.waiters = e.waiters[1:]
+	e.handed++
+	w <- startResult{p: p}
+}
+
+// missLocked records that a NewKernel has to wait for a kernel: the ready
+// list grows when another already waits (see readyGrowth). e.mu must be held.
+func (e *Executor) missLocked() {
+	if len(e.waiters) < 2 || e.opts.Ready == 0 {
+		return
+	}
+	e.lastMiss = time.Now()
+	e.target = min(e.target+1, e.maxReady)
+}
+
+// decayLocked lowers the ready target by one once readyDecay passed without
+// concurrent demand, and returns the ready kernels over it (to be closed by
+// the caller). e.mu must be held.
+func (e *Executor) decayLocked(now time.Time) []*proc {
+	if e.target <= e.opts.Ready || now.Sub(e.lastMiss) < e.opts.readyDecay {
+		return nil
+	}
+	e.target--
+	e.lastMiss = now
+	var surplus []*proc
+	for len(e.ready) > e.target {
+		surplus = append(surplus, e.ready[len(e.ready)-1])
+		e.ready = e.ready[:len(e.ready)-1]
+	}
+	return surplus
 }
 
 // newDataDir creates a kernel's data directory: 0700, owned by the sandbox
@@ -868,76 +1008,89 @@ func (e *Executor) newDataDir() (string, error) {
 }
 
 // NewKernel returns a kernel with a fresh, empty data directory: a ready one
-// when the pool has one, else one started now (bounded by ctx).
+// when the pool has one, else the next one the pool starts (see pool),
+// waited for until ctx ends. It fails with ErrPoolFull when the kernels and
+// the calls already waiting fill the pool-wide limits.
 func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
-	var p *proc
-	reserved := false
-	for {
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return nil, ErrClosed
-		}
-		for len(e.ready) > 0 && p == nil {
-			p = e.ready[0]
-			e.ready = e.ready[1:]
-			if !p.alive() {
-				p.kill()
-				_ = removeKernelDirs(p.dataDir)
-				p = nil
-			}
-		}
-		reserved = p == nil && e.reserveLocked()
-		wait := e.poolStart
-		e.mu.Unlock()
-		e.wake()
-		if p != nil || reserved {
-			break
-		}
-		if wait == nil {
-			return nil, fmt.Errorf("sandbox: %w (%d kernels of %d bytes of memory and %d of disk)", ErrPoolFull,
-				e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxDataDirBytes)
-		}
-		// The last room goes to the ready kernel the pool is starting:
-		// take that one.
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	if p == nil {
-		dir, err := e.newDataDir()
-		if err == nil {
-			p, err = e.startProc(ctx, dir, "kernel")
-			if err != nil {
-				_ = removeKernelDirs(dir)
-			}
-		} else {
-			err = fmt.Errorf("sandbox: %w", err)
-		}
-		if err != nil {
-			e.mu.Lock()
-			e.starting--
-			e.mu.Unlock()
-			return nil, err
-		}
-	}
-	k := &Kernel{e: e, dataDir: p.dataDir, p: p}
 	e.mu.Lock()
-	if reserved {
-		e.starting--
-	}
 	if e.closed {
 		e.mu.Unlock()
-		p.kill()
-		_ = removeKernelDirs(p.dataDir)
 		return nil, ErrClosed
 	}
-	e.kernels[k] = struct{}{}
-	k.startWatch() // before Executor.Close can see (and close) k
+	var p *proc
+	for len(e.ready) > 0 && p == nil {
+		p = e.ready[0]
+		e.ready = e.ready[1:]
+		if !p.alive() {
+			p.kill()
+			_ = removeKernelDirs(p.dataDir)
+			p = nil
+		}
+	}
+	if p != nil {
+		k := e.adoptLocked(p)
+		e.mu.Unlock()
+		e.wake() // refill
+		return k, nil
+	}
+	if e.capacity >= 0 && len(e.kernels)+e.handed+len(e.waiters) >= e.capacity {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("sandbox: %w (%d kernels of %d bytes of memory and %d of disk)", ErrPoolFull,
+			e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxDataDirBytes)
+	}
+	w := make(chan startResult, 1)
+	e.waiters = append(e.waiters, w)
+	e.missLocked()
+	e.mu.Unlock()
+	e.wake()
+	var r startResult
+	select {
+	case r = <-w:
+	case <-ctx.Done():
+		e.mu.Lock()
+		if i := slices.Index(e.waiters, w); i >= 0 {
+			e.waiters = slices.Delete(e.waiters, i, i+1)
+			e.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		e.mu.Unlock()
+		// A kernel was handed over meanwhile: pass it on.
+		if r = <-w; r.p != nil {
+			e.mu.Lock()
+			e.handed--
+			if e.closed {
+				e.mu.Unlock()
+				r.p.kill()
+				_ = removeKernelDirs(r.p.dataDir)
+			} else {
+				e.handLocked(r.p)
+				e.mu.Unlock()
+			}
+		}
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	e.mu.Lock()
+	e.handed--
+	if e.closed {
+		e.mu.Unlock()
+		r.p.kill()
+		_ = removeKernelDirs(r.p.dataDir)
+		return nil, ErrClosed
+	}
+	k := e.adoptLocked(r.p)
 	e.mu.Unlock()
 	return k, nil
+}
+
+// adoptLocked makes a started process a session's kernel. e.mu must be held.
+func (e *Executor) adoptLocked(p *proc) *Kernel {
+	k := &Kernel{e: e, dataDir: p.dataDir, p: p}
+	e.kernels[k] = struct{}{}
+	k.startWatch() // before Executor.Close can see (and close) k
+	return k
 }
 
 // Close kills every sandbox, stops the pool and removes all data directories
@@ -950,6 +1103,10 @@ func (e *Executor) Close() error {
 		e.closed = true
 		ready := e.ready
 		e.ready = nil
+		for _, w := range e.waiters {
+			w <- startResult{err: ErrClosed}
+		}
+		e.waiters = nil
 		kernels := make([]*Kernel, 0, len(e.kernels))
 		for k := range e.kernels {
 			kernels = append(kernels, k)
@@ -1088,15 +1245,6 @@ func hostMemoryBytes() (int64, error) {
 	return 0, errors.New("no MemTotal in /proc/meminfo")
 }
 
-// poolStartDoneLocked wakes NewKernel calls that wait for the pool's start.
-// e.mu must be held.
-func (e *Executor) poolStartDoneLocked() {
-	if e.poolStart != nil {
-		close(e.poolStart)
-		e.poolStart = nil
-	}
-}
-
 // Capacity is the number of kernels that fit in MaxTotalMemoryBytes and
 // MaxTotalDiskBytes, ready kernels included, or -1 when neither bounds
 // them. A session pool should hold at most that many sessions.
@@ -1106,7 +1254,7 @@ func (e *Executor) Capacity() int { return e.capacity }
 // the pool-wide limits are reached. The caller calls unreserve once the
 // kernel is in e.ready or e.kernels, or failed to start. e.mu must be held.
 func (e *Executor) reserveLocked() bool {
-	if e.capacity >= 0 && len(e.ready)+len(e.kernels)+e.starting >= e.capacity {
+	if e.capacity >= 0 && len(e.ready)+len(e.kernels)+e.starting+e.handed >= e.capacity {
 		return false
 	}
 	e.starting++
