@@ -118,8 +118,24 @@ type Options struct {
 	// (the default, "") or PoolTypeShell (executions take shellCommand or
 	// execCommandAndArgs with stdin, run in the session's sandbox with
 	// /mnt/data as working directory, and answer the exit code as status).
-	// NodeLTS and CustomContainer are not emulated yet (New refuses them).
+	// PoolTypeCustomContainer (every request outside .management/ is
+	// forwarded to ContainerCommand, run per session in its sandbox). NodeLTS
+	// is not emulated yet (New refuses it).
 	PoolType string
+	// ContainerCommand is what a CustomContainer pool runs in each new
+	// session's sandbox (with /bin/sh -c, working directory /mnt/data):
+	// an HTTP server listening on 127.0.0.1:TargetPort (or 0.0.0.0) inside
+	// the sandbox, which has no other network. Required for, and only
+	// allowed with, PoolTypeCustomContainer.
+	ContainerCommand string
+	// TargetPort is the port ContainerCommand listens on (the pool's
+	// ingress targetPort; 1-65535).
+	TargetPort int
+	// ContainerStartTimeout bounds a CustomContainer session's cold start:
+	// how long its command may take to accept connections on TargetPort
+	// (default 1 min). A command that does not is killed and the request
+	// answered 504 ContainerStartFailed.
+	ContainerStartTimeout time.Duration
 	// OutputMaxLength caps stdout and stderr, each, in characters (default
 	// 4096, at most MaxOutputMaxLength). 2025-10-02-preview requests may set
 	// outputStreamsMaxLength instead, up to MaxOutputMaxLength.
@@ -231,6 +247,9 @@ func NewHandler(opt Options) (*Handler, error) {
 	if err := checkPoolType(opt.PoolType); err != nil {
 		return nil, err
 	}
+	if err := checkContainerOptions(&opt); err != nil {
+		return nil, err
+	}
 	if opt.OutputMaxLength > MaxOutputMaxLength {
 		return nil, fmt.Errorf("emulator: Options.OutputMaxLength is over %d characters", MaxOutputMaxLength)
 	}
@@ -282,6 +301,9 @@ func NewHandler(opt Options) (*Handler, error) {
 		perIdent: map[string]int64{},
 	}
 	h.pool = newPool(ctx, opt.Executor, opt)
+	if opt.PoolType == PoolTypeCustomContainer {
+		h.pool.start = h.startContainer
+	}
 	h.wg.Add(1)
 	go h.janitor()
 	return h, nil
@@ -565,7 +587,7 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 	c := &call{w: w, r: r, route: rt, version: version, feat: feat, params: params}
 	if rt.scope != scopePool {
 		c.ident = r.URL.Query().Get("identifier")
-		if err := wire.ValidateIdentifier(version, c.ident); err != nil {
+		if err := wire.ValidateIdentifier(cmp.Or(version, wire.DefaultVersion), c.ident); err != nil {
 			writeError(w, badRequest("%s", err.Error()))
 			return rt
 		}
@@ -579,7 +601,10 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 			return rt
 		}
 		c.sess = s
-		c.release = sync.OnceFunc(func() { h.pool.release(s, false) })
+		// A proxied request holds its session while the answer streams:
+		// the session is idle (and may expire) only from its end.
+		touch := rt.op == OpProxy
+		c.release = sync.OnceFunc(func() { h.pool.release(s, touch) })
 		defer c.release()
 	}
 	if aerr := rt.handle(h, c); aerr != nil {
@@ -602,6 +627,9 @@ func (h *Handler) poolError(err error) *apiError {
 	case errors.Is(err, errPoolFull):
 		return errorf(http.StatusNotFound, CodePoolFull, "the session pool is full: no more sessions are being allocated (max %d sessions)", h.opt.MaxSessions)
 	default:
+		if aerr := containerStartError(err); aerr != nil {
+			return aerr
+		}
 		return internal("starting the session's interpreter failed")
 	}
 }
@@ -652,6 +680,12 @@ func (h *Handler) match(r *http.Request) (*route, map[string]string, string, *ap
 		return nil, nil, "", errorf(http.StatusNotFound, CodeRouteNotFound, "no session pool at this path; the pool endpoint is %s", h.poolPath)
 	}
 	rest := strings.TrimPrefix(strings.TrimPrefix(p, h.poolPath), "/")
+	if h.opt.PoolType == PoolTypeCustomContainer {
+		if _, err := url.PathUnescape(rest); err != nil {
+			return nil, nil, "", badRequest("the path is not validly escaped")
+		}
+		return h.matchContainer(r, rest)
+	}
 	rest = strings.TrimSuffix(rest, "/")
 	var segs []string
 	if rest != "" {

@@ -40,6 +40,10 @@ type pool struct {
 	cooldown    time.Duration
 	maxSessions int
 	ctx         context.Context // parent of every session's context
+	// start, when set, runs on every new kernel before the session is
+	// ready (custom containers: the cold start); its error ends the
+	// session like a kernel that did not start.
+	start func(ctx context.Context, k Kernel) error
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -112,6 +116,12 @@ func (p *pool) acquire(id string, create bool) (*session, error) {
 			if len(gone) > 0 {
 				closeKernels(gone)
 				k, err = p.exec.NewKernel(s.ctx)
+			}
+		}
+		if err == nil && p.start != nil {
+			if err = p.start(s.ctx, k); err != nil {
+				_ = k.Close()
+				k = nil
 			}
 		}
 		s.kernel, s.err = k, err
@@ -272,6 +282,7 @@ func closeKernels(ss []*session) error {
 	var errs []error
 	for _, s := range ss {
 		<-s.ready
+		s.closeTransport()
 		if s.kernel != nil {
 			errs = append(errs, s.kernel.Close())
 		}

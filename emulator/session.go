@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -36,6 +37,10 @@ type session struct {
 
 	upMu       sync.Mutex
 	upReserved int64 // bytes written by uploads in progress (see uploadQuota)
+
+	proxyMu     sync.Mutex
+	transport   *http.Transport // custom containers: to the session's container
+	proxyClosed bool            // the session ended: no new transport
 }
 
 // maxRecordedExecutions bounds the executions a session remembers for GET

@@ -27,12 +27,12 @@ const (
 // checkPoolType validates Options.PoolType.
 func checkPoolType(t string) error {
 	switch t {
-	case "", PoolTypePythonLTS, PoolTypeShell:
+	case "", PoolTypePythonLTS, PoolTypeShell, PoolTypeCustomContainer:
 		return nil
-	case "NodeLTS", "CustomContainer":
-		return fmt.Errorf("emulator: pool type %s is not emulated yet (PythonLTS and Shell are)", t)
+	case "NodeLTS":
+		return fmt.Errorf("emulator: pool type %s is not emulated yet (PythonLTS, Shell and CustomContainer are)", t)
 	}
-	return fmt.Errorf("emulator: unknown pool type %q (PythonLTS or Shell)", t)
+	return fmt.Errorf("emulator: unknown pool type %q (PythonLTS, Shell or CustomContainer)", t)
 }
 
 // shellParams decodes the Shell fields of a flat execution request on a

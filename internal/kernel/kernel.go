@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"time"
 )
 
@@ -121,4 +122,44 @@ type SpaceReporter interface {
 	// DataDirSpace returns the bytes the data directory uses (as du counts
 	// them: allocated blocks) and its limit in bytes (0 = no limit).
 	DataDirSpace() (used, limit int64, err error)
+}
+
+// ContainerSpec is the custom container a session of a CustomContainer
+// session pool runs in its sandbox.
+type ContainerSpec struct {
+	// Command is run with /bin/sh -c in the sandbox, working directory
+	// /mnt/data, as the sandbox's unprivileged user.
+	Command string
+	// Port is the TCP port the command listens on, on the sandbox's own
+	// loopback (127.0.0.1; the sandbox has no other network).
+	Port int
+	// StartTimeout bounds the cold start: how long the command may take to
+	// accept a connection on Port.
+	StartTimeout time.Duration
+}
+
+// ErrContainerExited is wrapped by the errors of Container methods once the
+// container's command has exited (or was killed): the container is gone.
+var ErrContainerExited = errors.New("the container's command exited")
+
+// ErrContainerStartTimeout is wrapped by the error of
+// Container.StartContainer when the command did not accept a connection on
+// its port within ContainerSpec.StartTimeout (it is killed).
+var ErrContainerStartTimeout = errors.New("the container's command did not listen on its port in time")
+
+// Container is implemented by kernels that can run a custom container (an
+// HTTP server of the user's) in their sandbox, for CustomContainer pools.
+type Container interface {
+	// StartContainer starts spec.Command in the sandbox and returns once it
+	// accepts connections on spec.Port (the cold start). It is called once,
+	// before any DialContainer. A command that exits first gives an error
+	// wrapping ErrContainerExited, one that does not listen in time an error
+	// wrapping ErrContainerStartTimeout; both say what the command wrote to
+	// its stderr, at most its last KiB.
+	StartContainer(ctx context.Context, spec ContainerSpec) error
+	// DialContainer returns a new connection to the container's port inside
+	// the sandbox (a byte stream: the sandbox's network stays its own). It
+	// may be called concurrently. Once the command exited, the error wraps
+	// ErrContainerExited.
+	DialContainer(ctx context.Context) (net.Conn, error)
 }
