@@ -3,11 +3,13 @@ package emulator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +60,8 @@ var containerRoutes = []route{
 // checkContainerOptions validates the custom-container fields of opt.
 func checkContainerOptions(opt *Options) error {
 	if opt.PoolType != PoolTypeCustomContainer {
-		if opt.ContainerCommand != "" || opt.TargetPort != 0 {
-			return errors.New("emulator: Options.ContainerCommand and TargetPort need PoolType CustomContainer")
+		if opt.ContainerCommand != "" || opt.TargetPort != 0 || opt.ContainerDir != "" {
+			return errors.New("emulator: Options.ContainerCommand, TargetPort and ContainerDir need PoolType CustomContainer")
 		}
 		return nil
 	}
@@ -71,6 +73,11 @@ func checkContainerOptions(opt *Options) error {
 	}
 	if opt.ContainerStartTimeout < 0 {
 		return errors.New("emulator: negative Options.ContainerStartTimeout")
+	}
+	if opt.ContainerDir != "" {
+		if fi, err := os.Stat(opt.ContainerDir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("emulator: Options.ContainerDir %s is not a directory", opt.ContainerDir)
+		}
 	}
 	if opt.ContainerStartTimeout == 0 {
 		opt.ContainerStartTimeout = DefaultContainerStartTimeout
@@ -85,7 +92,7 @@ func (h *Handler) startContainer(ctx context.Context, k Kernel) error {
 	if !ok {
 		return errNoContainers
 	}
-	return ck.StartContainer(ctx, kernel.ContainerSpec{Command: h.opt.ContainerCommand, Port: h.opt.TargetPort, StartTimeout: h.opt.ContainerStartTimeout})
+	return ck.StartContainer(ctx, kernel.ContainerSpec{Command: h.opt.ContainerCommand, Port: h.opt.TargetPort, StartTimeout: h.opt.ContainerStartTimeout, Dir: h.opt.ContainerDir})
 }
 
 // errNoContainers: the Executor's kernels cannot run a container.

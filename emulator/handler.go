@@ -131,6 +131,11 @@ type Options struct {
 	// TargetPort is the port ContainerCommand listens on (the pool's
 	// ingress targetPort; 1-65535).
 	TargetPort int
+	// ContainerDir, when not empty, is a host directory whose files are
+	// copied into each new CustomContainer session's /mnt/data before
+	// ContainerCommand starts (the files of the container's image, such as
+	// its server program; regular files and directories only).
+	ContainerDir string
 	// ContainerStartTimeout bounds a CustomContainer session's cold start:
 	// how long its command may take to accept connections on TargetPort
 	// (default 1 min). A command that does not is killed and the request

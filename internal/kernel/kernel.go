@@ -136,6 +136,11 @@ type ContainerSpec struct {
 	// StartTimeout bounds the cold start: how long the command may take to
 	// accept a connection on Port.
 	StartTimeout time.Duration
+	// Dir, when not empty, is a host directory whose files (regular files
+	// and directories; symbolic links and others are skipped) are copied
+	// into the session's /mnt/data before Command starts: the files of the
+	// container's image, such as its server program.
+	Dir string
 }
 
 // ErrContainerExited is wrapped by the errors of Container methods once the
@@ -155,7 +160,7 @@ type Container interface {
 	// before any DialContainer. A command that exits first gives an error
 	// wrapping ErrContainerExited, one that does not listen in time an error
 	// wrapping ErrContainerStartTimeout; both say what the command wrote to
-	// its stderr, at most its last KiB.
+	// its stderr (its first 4,096 characters).
 	StartContainer(ctx context.Context, spec ContainerSpec) error
 	// DialContainer returns a new connection to the container's port inside
 	// the sandbox (a byte stream: the sandbox's network stays its own). It

@@ -7,6 +7,8 @@
 #
 # Requests:  {"op":"exec","id":N,"code":"...","timeout":SECONDS,"nonce":"..."}
 #            {"op":"interrupt"}
+#            {"op":"container","id":N,"command":"...","port":P,"socket":"...",
+#             "timeout":SECONDS,"nonce":"..."}  (custom containers, see run_container)
 # Replies:   {"ready":true,"runner":"ipython"|"fallback","preload":[...]}
 #            {"preloaded":[...],"preload_ms":float}  (once, after "ready")
 #            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"text":str|null,
@@ -633,6 +635,9 @@ def main():
     start_preload(mods)
     while True:
         msg = q.get()
+        if msg.get("op") == "container":
+            run_container(msg)
+            continue
         if msg.get("op") != "exec":
             continue
         run_one(runner, msg)
@@ -755,6 +760,202 @@ def run_one(runner, msg):
         except OSError:
             pass
     reply(out)
+
+
+# ---------------------------------------------------------------- custom containers
+
+
+def _port_open(port):
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def run_container(msg):
+    """Starts a CustomContainer pool's command (a new request kind: op
+    "container") with /bin/sh -c in /mnt/data, its output going to the
+    driver's stdout and stderr, and waits until it accepts connections on
+    127.0.0.1:port, it exits, or the timeout passes (its process group is
+    then killed). Replies {"id","ok","exit_code","timed_out"}. Once it
+    listens, the forwarder relays the emulator's connections to it, and the
+    driver exits when the command does (the sandbox ends with it)."""
+    import subprocess
+    port = int(msg.get("port") or 0)
+    timeout = float(msg.get("timeout") or 60)
+    out = {"id": msg.get("id"), "ok": False, "exit_code": None, "timed_out": False}
+    cwd = "/mnt/data" if os.path.isdir("/mnt/data") else None
+    for s in (sys.stdout, sys.stderr):
+        s.flush()
+    p = None
+    try:
+        p = subprocess.Popen(["/bin/sh", "-c", msg.get("command", "")], stdin=subprocess.DEVNULL,
+                             cwd=cwd, stdout=1, stderr=2, start_new_session=True)
+    except OSError as e:
+        sys.stderr.write("/bin/sh: %s\n" % (e.strerror or e,))
+        out["exit_code"] = 127
+    deadline = time.monotonic() + timeout
+    while p is not None:
+        rc = p.poll()
+        if rc is not None:
+            out["exit_code"] = 128 - rc if rc < 0 else rc
+            break
+        if _port_open(port):
+            out["ok"] = True
+            break
+        if time.monotonic() >= deadline:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p.wait()
+            out["timed_out"] = True
+            break
+        time.sleep(0.02)
+    nonce = msg.get("nonce", "").encode()
+    for fd in (1, 2):
+        try:
+            os.write(fd, nonce)
+        except OSError:
+            pass
+    if out["ok"]:
+        threading.Thread(target=_forwarder, args=(msg.get("socket"), port), name="azsessions-forwarder", daemon=True).start()
+        threading.Thread(target=_exit_with, args=(p,), name="azsessions-container", daemon=True).start()
+    reply(out)
+
+
+def _exit_with(p):
+    """Ends the driver (and so the sandbox) when the container's command exits."""
+    rc = p.wait()
+    _reap(-1, os.WNOHANG)
+    os._exit(0 if rc == 0 else 1)
+
+
+class _End:
+    """One socket of a relayed connection: out holds what its peer sent
+    that is not written to it yet."""
+    __slots__ = ("sock", "peer", "out", "eof", "shut", "events")
+
+    def __init__(self, sock):
+        self.sock, self.peer, self.out = sock, None, bytearray()
+        self.eof = self.shut = False
+        self.events = 0
+
+
+def _forwarder(path, port, idle=2):
+    """Relays connections between the emulator and 127.0.0.1:port, in one
+    thread (the sandbox's task limit counts threads). It keeps `idle`
+    connections open to the emulator's Unix socket at path; one that receives
+    its first bytes is connected to the port (and replaced by a new one), then
+    both directions are relayed, each with at most 64 KiB in flight, half
+    closes included."""
+    import selectors
+    import socket
+    buf = 1 << 16
+    sel = selectors.DefaultSelector()
+    offered = [0]
+
+    def offer():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+        except OSError:
+            s.close()
+            return False
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, None)
+        offered[0] += 1
+        return True
+
+    def watch(e):
+        ev = 0
+        if not e.eof and len(e.peer.out) < buf:
+            ev |= selectors.EVENT_READ
+        if e.out:
+            ev |= selectors.EVENT_WRITE
+        if ev == e.events:
+            return
+        if e.events == 0:
+            sel.register(e.sock, ev, e)
+        elif ev == 0:
+            sel.unregister(e.sock)
+        else:
+            sel.modify(e.sock, ev, e)
+        e.events = ev
+
+    def close(e):
+        for x in (e, e.peer):
+            if x.events:
+                sel.unregister(x.sock)
+                x.events = 0
+            x.sock.close()
+
+    def shut(e):
+        # e's peer sent everything and e wrote it: pass the end on.
+        if e.peer.eof and not e.out and not e.shut:
+            e.shut = True
+            try:
+                e.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    wait = 0.05
+    while True:
+        while offered[0] < idle:
+            if not offer():
+                break
+        timeout = None if offered[0] >= idle else wait
+        wait = min(wait * 2, 1.0) if offered[0] < idle else 0.05
+        for key, mask in sel.select(timeout):
+            e = key.data
+            if e is None:  # an offered connection: its first bytes
+                s = key.fileobj
+                sel.unregister(s)
+                offered[0] -= 1
+                try:
+                    first = s.recv(buf)
+                except OSError:
+                    first = b""
+                t = None
+                if first:
+                    try:
+                        t = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    except OSError:
+                        pass
+                if t is None:
+                    s.close()
+                    continue
+                t.setblocking(False)
+                a, b = _End(s), _End(t)
+                a.peer, b.peer = b, a
+                b.out += first
+                watch(a)
+                watch(b)
+                continue
+            try:
+                if mask & selectors.EVENT_READ:
+                    data = e.sock.recv(buf)
+                    if data:
+                        e.peer.out += data
+                    else:
+                        e.eof = True
+                        shut(e.peer)
+                if mask & selectors.EVENT_WRITE and e.out:
+                    n = e.sock.send(e.out)
+                    del e.out[:n]
+                    shut(e)
+            except BlockingIOError:
+                pass
+            except OSError:
+                close(e)
+                continue
+            if e.shut and e.peer.shut:
+                close(e)
+                continue
+            watch(e)
+            watch(e.peer)
 
 
 if __name__ == "__main__":

@@ -351,7 +351,7 @@ func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverC
 		bind(p, p, false)
 	}
 	shm, tmp := tmpfsSizes(e.opts)
-	for _, d := range []string{"/proc", "/dev", "/tmp", sandboxData, gvisorIODir, sandboxSys + "/mpl"} {
+	for _, d := range []string{"/proc", "/dev", "/tmp", sandboxData, gvisorIODir, sandboxProxyDir, sandboxSys + "/mpl"} {
 		if err := dir(d); err != nil {
 			return fail(err)
 		}
@@ -363,6 +363,7 @@ func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverC
 	)
 	bind(dataDir, sandboxData, true)
 	bind(ioDir, gvisorIODir, false)
+	bind(proxyDir(dataDir), sandboxProxyDir, false) // empty unless a custom container runs (container.go)
 
 	// The sys files, copied; /etc/passwd and /etc/group name the sandbox
 	// user, whose uid the process has inside.

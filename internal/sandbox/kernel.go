@@ -548,6 +548,8 @@ func (e *Executor) bwrapArgs(dataDir string, env map[string]string) []string {
 		// (its devices and /dev/shm, a mount of its own, still work).
 		"--remount-ro", "/dev",
 		"--bind", dataDir, sandboxData,
+		// empty unless a custom container runs (container.go)
+		"--ro-bind", proxyDir(dataDir), sandboxProxyDir,
 		"--chdir", sandboxData,
 		"--clearenv",
 	)
@@ -788,7 +790,8 @@ type Kernel struct {
 	pmu     sync.Mutex // guards p, closed and stopped
 	p       *proc
 	closed  bool
-	stopped string // why the watcher killed p ("" when it did not)
+	stopped string          // why the watcher killed p ("" when it did not)
+	ctr     *containerProxy // the custom container (StartContainer), nil before
 
 	stopWatch chan struct{} // closed by Close: the watcher returns
 	watchWG   sync.WaitGroup
@@ -1298,7 +1301,7 @@ func (k *Kernel) Close() error {
 // removeKernelDirs removes a kernel's data dir and its companion tmp dir
 // (mode none).
 func removeKernelDirs(dataDir string) error {
-	return errors.Join(removeTree(dataDir), removeTree(dataDir+".tmp"))
+	return errors.Join(removeTree(dataDir), removeTree(dataDir+".tmp"), removeTree(proxyDir(dataDir)))
 }
 
 // overLimit measures the data directory (see measure) and returns a note

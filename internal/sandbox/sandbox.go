@@ -1004,6 +1004,10 @@ func (e *Executor) newDataDir() (string, error) {
 		_ = os.Remove(dir)
 		return "", err
 	}
+	if err := e.makeProxyDir(dir); err != nil {
+		_ = removeKernelDirs(dir)
+		return "", err
+	}
 	return dir, nil
 }
 
@@ -1161,6 +1165,8 @@ func (e *Executor) removeLater(dataDir string) error {
 	if err := os.Rename(dataDir+".tmp", trash+".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		_ = os.RemoveAll(dataDir + ".tmp")
 	}
+	_ = os.RemoveAll(proxyDir(dataDir)) // at most a socket
+
 	hook := e.opts.removeHook
 	e.rmWG.Add(1)
 	go func() {
