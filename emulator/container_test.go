@@ -444,3 +444,42 @@ func TestContainerFailures(t *testing.T) {
 	require.Equal(t, http.StatusTeapot, e.do(http.MethodGet, u, nil, nil).status)
 	require.Equal(t, int32(2), pc.starts.Load())
 }
+
+// TestContainerProxyUpgrade: a protocol upgrade (WebSocket's handshake)
+// passes through: after the container's 101 the connection carries raw
+// bytes both ways.
+func TestContainerProxyUpgrade(t *testing.T) {
+	e, _ := newContainerEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "want an upgrade", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Upgrade", "echo")
+		w.Header().Set("Connection", "Upgrade")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.Copy(conn, brw)
+	}), emulator.Options{})
+	u, err := url.Parse(e.srv.URL)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = fmt.Fprintf(c, "GET %s/ws?identifier=upgrade-1 HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", e.h.PoolPath(), u.Host)
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	for _, msg := range []string{"ping\n", "pong\n"} {
+		_, err = io.WriteString(c, msg)
+		require.NoError(t, err)
+		got, err := br.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, msg, got)
+	}
+}

@@ -1,5 +1,6 @@
 // Package emulator is a local emulator of the Azure Container Apps dynamic
-// sessions pool management API (the built-in Python code interpreter).
+// sessions pool management API: the built-in Python code interpreter, Shell
+// pools and custom-container pools.
 //
 // One http.Handler serves every api-version of the data plane
 // (2024-02-02-preview and 2024-08-02-preview with the legacy,
@@ -37,6 +38,40 @@
 //	  GET    metadata                metadata (no identifier)
 //	2025-10-02-preview:
 //	  POST   .management/stopSession stopSession (text/plain 200)
+//
+// # Custom containers
+//
+// With Options.PoolType CustomContainer (-pool-type CustomContainer) the
+// pool is a custom-container pool, as Learn's sessions-custom-container.md
+// (ms.date 2026-03-18) and sessions-usage.md describe it. The first request
+// naming an identifier starts a session: a sandbox (same backends, limits,
+// cooldown and expiry as the other kinds) in which Options.ContainerCommand
+// runs (/bin/sh -c, working directory /mnt/data, after Options.ContainerDir
+// is copied there), and the request waits until the command accepts
+// connections on Options.TargetPort inside the sandbox (the cold start,
+// bounded by Options.ContainerStartTimeout). The sandbox keeps its own
+// network: the emulator reaches the port through a Unix socket the
+// sandbox's forwarder dials (see internal/sandbox/container.go). Routes,
+// relative to Handler.PoolPath:
+//
+//	any method, any path outside .management/, ?identifier=..   forwarded to
+//	    http://127.0.0.1:{TargetPort}{path}?{query} (no api-version needed)
+//	2025-02-02-preview and later (api-version required):
+//	  POST .management/stopSession?identifier=..  stopSession (text/plain 200
+//	       "Session {id} in session pool {pool} stopped.")
+//	  POST .management/getSession?identifier=..   getSession: SessionView
+//	       {identifier, etag, expiresAt, createdAt, lastAccessedAt}
+//	  POST .management/listSessions?skip=N        listSessions: {value, count,
+//	       nextLink} (count of this page, nextLink null on the last page)
+//
+// GET/DELETE session, listSessions, metadata and executions are not served
+// by a custom-container pool: like any other path they go to the container
+// (as microsoft/azure-container-apps issue #1665 reports of the service).
+// The request and answer bodies stream both ways, in full duplex (an
+// answer may start while the request body still arrives); WebSocket
+// upgrades pass through. Requests of one session may run concurrently; the
+// session is held (it cannot expire) until each answer has been sent, and
+// its idle time counts from the end of the last one.
 //
 // Files: every file operation stays inside the session's data directory
 // (os.Root; symlinks are followed only while they stay inside). On the read
@@ -125,6 +160,10 @@
 //	DataDirFull             413     an upload that would pass the data directory's disk limit
 //	TooManyRequests         429     the session's execution queue, or the pool's execution
 //	                                body memory, is full (with Retry-After: 1)
+//	ContainerStartFailed    502/504 a custom container's command exited before it listened
+//	                                (502) or did not listen in time (504)
+//	ContainerUnreachable    502     a request could not be forwarded to a custom container
+//	                                (its command exited: the session ends)
 //	InternalServerError     500     the executor failed to start or run a kernel; also the
 //	                                error.code of an execution whose kernel failed
 //	ServiceUnavailable      503     the handler is closed
@@ -187,4 +226,26 @@
 //	a Python pool given Shell fields   400 SessionRequestValidationFailed
 //	2024-10-02-preview synchronous     200, as the regenerated swagger and most examples (the
 //	  execute                          older swagger, one example and the JS client say 202)
+//	custom containers: what reaches    the request as sent, query included (identifier and any
+//	  the container                    api-version are not removed; Learn shows only the path
+//	                                   being forwarded), less Authorization (the caller's token
+//	                                   is for the pool) and the hop-by-hop headers; Host is
+//	                                   127.0.0.1:{TargetPort}; no X-Forwarded-* headers
+//	custom containers: the container's stdout, stderr, exit status and working directory
+//	  command's environment            /mnt/data as for Shell pools; no PORT or other variable
+//	                                   added; the sandbox's own loopback as its only network
+//	custom containers: a command that  502 ContainerStartFailed (exited first) or 504
+//	  does not start                   ContainerStartFailed (did not listen within
+//	                                   ContainerStartTimeout), with its stderr (first 4,096
+//	                                   characters); no session is left
+//	custom containers: a command that  the session ends; the request that finds it gone is
+//	  exits later                      502 ContainerUnreachable, the next request with the
+//	                                   identifier cold-starts a new session (the service's
+//	                                   probes and restart policy are not emulated)
+//	custom containers: a missing       400 SessionRequestValidationFailed, as on every route
+//	  identifier
+//	custom containers: .management     POST only, api-version 2025-02-02-preview or later
+//	  routes                           (Learn shows 2025-02-02-preview); other .management
+//	                                   paths 404 RouteNotFound; listSessions' nextLink keeps
+//	                                   the api-version (Learn's example shows only skip)
 package emulator

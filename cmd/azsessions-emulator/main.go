@@ -19,7 +19,13 @@
 // Flags:
 //
 //	-addr                 listen address (default 127.0.0.1:8080; port 0 picks one)
-//	-pool-type            PythonLTS or Shell (default PythonLTS)
+//	-pool-type            PythonLTS, Shell or CustomContainer (default PythonLTS)
+//	-container-command    CustomContainer: the command each session runs in its
+//	                      sandbox (sh -c, in /mnt/data), an HTTP server
+//	-target-port          CustomContainer: the port it listens on
+//	-container-dir        CustomContainer: a directory copied into each session's
+//	                      /mnt/data first (the image's files, e.g. server.py)
+//	-container-start-timeout  CustomContainer: cold start limit (default 1m)
 //	-sandbox              bwrap, gvisor or none (default bwrap)
 //	-python               Python interpreter (default: the system python3)
 //	-cooldown             idle time before a session ends (default 5m)
@@ -97,6 +103,9 @@ func main() {
 type config struct {
 	addr, sandbox, python, dataDir, tlsCert, tlsKey, logLevel string
 	poolType                                                  string
+	containerCommand, containerDir                            string
+	targetPort                                                int
+	containerStartTimeout                                     time.Duration
 	preload                                                   []string
 	cooldown, maxExecutionTime                                time.Duration
 	maxSessions, outputMaxLength, ready                       int
@@ -112,7 +121,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("azsessions-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
-	fs.StringVar(&c.poolType, "pool-type", emulator.PoolTypePythonLTS, "kind of session pool: PythonLTS (Python code interpreter) or Shell (shellCommand/execCommandAndArgs in the sandbox, exit code as status)")
+	fs.StringVar(&c.poolType, "pool-type", emulator.PoolTypePythonLTS, "kind of session pool: PythonLTS (Python code interpreter), Shell (shellCommand/execCommandAndArgs in the sandbox, exit code as status) or CustomContainer (every request goes to -container-command, run per session)")
+	fs.StringVar(&c.containerCommand, "container-command", "", "CustomContainer: the `command` each session runs in its sandbox (/bin/sh -c, in /mnt/data): an HTTP server listening on -target-port")
+	fs.IntVar(&c.targetPort, "target-port", 0, "CustomContainer: the `port` -container-command listens on, inside the sandbox")
+	fs.StringVar(&c.containerDir, "container-dir", "", "CustomContainer: a `directory` whose files are copied into each new session's /mnt/data before the command starts (the image's files)")
+	fs.DurationVar(&c.containerStartTimeout, "container-start-timeout", emulator.DefaultContainerStartTimeout, "CustomContainer: how long a new session's command may take to listen (then 504)")
 	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root; slower starts), or none (no isolation: only for trusted code)")
 	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
 	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
@@ -146,11 +159,27 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	// The pool type is checked before any sandbox starts.
 	switch c.poolType {
-	case emulator.PoolTypePythonLTS, emulator.PoolTypeShell:
-	case "NodeLTS", "CustomContainer":
-		return c, fmt.Errorf("-pool-type %s is not emulated yet (%s and %s are)", c.poolType, emulator.PoolTypePythonLTS, emulator.PoolTypeShell)
+	case emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer:
+	case "NodeLTS":
+		return c, fmt.Errorf("-pool-type %s is not emulated yet (%s, %s and %s are)", c.poolType, emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer)
 	default:
-		return c, fmt.Errorf("-pool-type must be %s or %s", emulator.PoolTypePythonLTS, emulator.PoolTypeShell)
+		return c, fmt.Errorf("-pool-type must be %s, %s or %s", emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer)
+	}
+	if c.poolType == emulator.PoolTypeCustomContainer {
+		if strings.TrimSpace(c.containerCommand) == "" || c.targetPort < 1 || c.targetPort > 65535 {
+			return c, errors.New("-pool-type CustomContainer needs -container-command and -target-port (1-65535)")
+		}
+		if c.containerStartTimeout <= 0 {
+			return c, errors.New("-container-start-timeout must be positive")
+		}
+		if c.preload == nil {
+			c.preload = []string{} // the sandboxes run the container, not Python cells
+		}
+	} else {
+		if c.containerCommand != "" || c.targetPort != 0 || c.containerDir != "" {
+			return c, errors.New("-container-command, -target-port and -container-dir need -pool-type CustomContainer")
+		}
+		c.containerStartTimeout = 0
 	}
 	if c.requireToken {
 		c.token = os.Getenv(tokenEnv)
@@ -224,7 +253,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	logInfo(log, ex.Info())
 	c.maxSessions = maxSessions(c.maxSessions, ex)
 	h, err := emulator.NewHandler(emulator.Options{
-		Executor: ex, PoolType: c.poolType, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
+		Executor: ex, PoolType: c.poolType, ContainerCommand: c.containerCommand, TargetPort: c.targetPort, ContainerDir: c.containerDir,
+		ContainerStartTimeout: c.containerStartTimeout, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
 		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Token: c.token, Logger: log,
 	})
 	if err != nil {

@@ -49,7 +49,15 @@ func TestParseFlags(t *testing.T) {
 			require.Equal(t, []string{"numpy", "pandas", "matplotlib"}, c.preload)
 		}},
 		{[]string{"-pool-type", "NodeLTS"}, "-pool-type NodeLTS is not emulated yet", nil},
-		{[]string{"-pool-type", "Perl"}, "-pool-type must be PythonLTS or Shell", nil},
+		{[]string{"-pool-type", "Perl"}, "-pool-type must be PythonLTS, Shell or CustomContainer", nil},
+		{[]string{"-pool-type", "CustomContainer"}, "needs -container-command and -target-port", nil},
+		{[]string{"-container-command", "x", "-target-port", "80"}, "need -pool-type CustomContainer", nil},
+		{[]string{"-pool-type", "CustomContainer", "-container-command", "python3 server.py", "-target-port", "8080", "-container-dir", "/srv"}, "", func(t *testing.T, c config) {
+			require.Equal(t, "python3 server.py", c.containerCommand)
+			require.Equal(t, 8080, c.targetPort)
+			require.Equal(t, "/srv", c.containerDir)
+			require.Equal(t, []string{}, c.preload)
+		}},
 		{[]string{"-pool-type", "Shell"}, "", func(t *testing.T, c config) { require.Equal(t, "Shell", c.poolType) }},
 		{[]string{"-preload", "none"}, "", func(t *testing.T, c config) {
 			require.NotNil(t, c.preload)
