@@ -633,8 +633,9 @@ print(json.dumps(res))`, shm, tmp), &got)
 }
 
 // TestEscapeMountinfo: /proc/self/mountinfo shows no host path but the
-// system directories and the data directory's (see the package
-// documentation): not the executor's sys directory, no home.
+// system directories, the data directory's and its proxy directory's (its
+// sibling; see the package documentation): not the executor's sys
+// directory, no home.
 func TestEscapeMountinfo(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
@@ -645,11 +646,15 @@ func TestEscapeMountinfo(t *testing.T) {
 			f := strings.Fields(line)
 			require.GreaterOrEqual(t, len(f), 5, line)
 			root, point := f[3], f[4]
-			if point == sandboxData {
+			if point == sandboxData || point == sandboxProxyDir {
+				want := k.DataDir()
+				if point == sandboxProxyDir {
+					want = proxyDir(k.DataDir()) // the data directory's sibling (container.go)
+				}
 				if opts.Mode == ModeGvisor {
 					require.Equal(t, "/", root, "gVisor shows no host path") // its own mount table
 				} else {
-					require.Equal(t, k.DataDir(), root)
+					require.Equal(t, want, root)
 				}
 				continue
 			}

@@ -16,7 +16,8 @@
 //	      /etc/hosts copied in (--file), /proc with /proc/sys,
 //	      /proc/sysrq-trigger, /proc/irq and /proc/bus read-only, /dev
 //	      read-only, a private /tmp and /dev/shm (size-capped tmpfs), the
-//	      kernel's data dir read-write at /mnt/data, --remount-ro /,
+//	      kernel's data dir read-write at /mnt/data, its proxy directory
+//	      read-only at /opt/azsessions/proxy, --remount-ro /,
 //	      --clearenv)
 //
 // so it has no network (a private loopback), sees no other kernel's files nor
@@ -52,8 +53,10 @@
 // What session code can read of the host: the system directories (as
 // packaged), the interpreter's prefixes, the few /etc files listed above,
 // and in /proc/self/mountinfo the host path of its own data directory
-// (<DataDir or $TMPDIR>/azsessions-<emulator pid>-<start time>-<random>/<random>):
-// a bind mount always shows its path within its file system. No home
+// (<DataDir or $TMPDIR>/azsessions-<emulator pid>-<start time>-<random>/<random>)
+// and of its sibling <random>.proxy (read-only at /opt/azsessions/proxy, the
+// custom containers' socket directory, see container.go): a bind mount
+// always shows its path within its file system. No home
 // directory, no other session's path, no emulator file.
 //
 // Processes are started from one OS thread locked for the executor's
