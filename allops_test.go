@@ -89,6 +89,12 @@ func happyRoutes(t testing.TB, p *fakePool, check func(r *http.Request)) {
 		h("GET /metadata", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, example(t, exManagement, "code_interpreter_GET_metadata_spec_example", "response200"))
 		})
+		h("POST /.management/getSession", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, example(t, exManagement, "custom_container_getSession_doc", "response200"))
+		})
+		h("POST /.management/listSessions", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, exampleWith(t, map[string]any{"nextLink": nil}, exManagement, "custom_container_listSessions_doc", "response200"))
+		})
 	}
 	if f.StopSession {
 		h("POST /.management/stopSession", func(w http.ResponseWriter, r *http.Request) {
@@ -160,6 +166,11 @@ func allOps(t testing.TB, version, fileName, localDir string) []namedOp {
 			}},
 			namedOp{"GetMetadata", false, func(ctx context.Context, s *Session) error {
 				_, err := s.Client().GetMetadata(ctx, nil)
+				return err
+			}},
+			namedOp{"Session.GetContainerSession", true, func(ctx context.Context, s *Session) error { _, err := s.GetContainerSession(ctx, nil); return err }},
+			namedOp{"ListContainerSessions", false, func(ctx context.Context, s *Session) error {
+				_, err := s.Client().NewListContainerSessionsPager(nil).NextPage(ctx)
 				return err
 			}},
 		)

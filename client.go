@@ -288,6 +288,12 @@ func queryEscape(s string) string {
 // api-version and, for session-scoped lists, the identifier, when the link
 // the service returned lacks them.
 func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkOptions {
+	return c.nextPageOptionsMethod(http.MethodGet, identifier)
+}
+
+// nextPageOptionsMethod is nextPageOptions for lists whose pages are
+// requested with method (POST .management/listSessions).
+func (c *Client) nextPageOptionsMethod(method, identifier string) *runtime.FetcherForNextLinkOptions {
 	return &runtime.FetcherForNextLinkOptions{NextReq: func(ctx context.Context, nextLink string) (*policy.Request, error) {
 		u, err := url.Parse(nextLink)
 		if err != nil {
@@ -300,7 +306,7 @@ func (c *Client) nextPageOptions(identifier string) *runtime.FetcherForNextLinkO
 		if !c.sameOrigin(u) {
 			return nil, fmt.Errorf("azsessions: refusing to follow a nextLink to another origin (%s://%s, the endpoint is %s): the token and the identifier are only sent to the endpoint", u.Scheme, u.Host, c.origin())
 		}
-		req, err := runtime.NewRequest(ctx, http.MethodGet, nextLink)
+		req, err := runtime.NewRequest(ctx, method, nextLink)
 		if err != nil {
 			return nil, errors.New("azsessions: the service returned a nextLink that is not a valid request URL")
 		}
@@ -702,6 +708,8 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 //	POST .management/stopSession          session.go   stopCreateRequest, stopHandleResponse
 //	any method, any path (custom
 //	    containers' pass-through)         container.go Session.Do: doCreateRequest
+//	POST .management/getSession           container.go getContainerSessionCreateRequest, getHandleResponse
+//	POST .management/listSessions         container.go NewListContainerSessionsPager, listSessionsHandleResponse
 //	GET listSessions                      session.go   listSessionsCreateRequest, listSessionsHandleResponse
 //	GET metadata                          session.go   getMetadataCreateRequest, getMetadataHandleResponse
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -155,4 +156,111 @@ func (s *Session) doCreateRequest(ctx context.Context, req *http.Request, option
 func isReadSeekCloser(r io.ReadCloser) bool {
 	_, ok := r.(io.ReadSeekCloser)
 	return ok
+}
+
+// GetContainerSessionOptions contains the optional parameters of
+// Session.GetContainerSession.
+type GetContainerSessionOptions struct {
+	// for future use
+}
+
+// GetContainerSessionResponse is the answer of Session.GetContainerSession.
+type GetContainerSessionResponse struct {
+	SessionProperties
+}
+
+// GetContainerSession returns the properties of a session of a
+// custom-container pool: POST {endpoint}/.management/getSession?identifier=ID
+// (api-version 2025-02-02-preview and later, as Learn's
+// sessions-custom-container.md shows; earlier versions give an error
+// wrapping ErrUnsupported before any I/O). The pool answers a SessionView:
+// identifier, etag, expiresAt (SessionProperties.ExpiresAt), and
+// createdAt and lastAccessedAt when it has them. On a custom-container pool
+// Session.Get's GET session goes to the container, not to the pool. A
+// session that does not exist gives an *azcore.ResponseError for which
+// IsSessionNotFound is true (HTTP 400 SessionWithIdentifierNotFound).
+func (s *Session) GetContainerSession(ctx context.Context, options *GetContainerSessionOptions) (GetContainerSessionResponse, error) {
+	const op = "Session.GetContainerSession"
+	var err error
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
+	req, err := s.getContainerSessionCreateRequest(ctx, op)
+	if err != nil {
+		return GetContainerSessionResponse{}, err
+	}
+	resp, err := s.client.do(req, http.StatusOK)
+	if err != nil {
+		return GetContainerSessionResponse{}, err
+	}
+	got, err := s.getHandleResponse(resp)
+	return GetContainerSessionResponse{SessionProperties: got.SessionProperties}, err
+}
+
+// getContainerSessionCreateRequest builds POST {endpoint}/.management/getSession.
+func (s *Session) getContainerSessionCreateRequest(ctx context.Context, op string) (*policy.Request, error) {
+	if err := s.client.requireSessionManagement(op); err != nil {
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s.client.newRequest(ctx, http.MethodPost, ".management/getSession", s.identifier, nil)
+}
+
+// ListContainerSessionsOptions contains the optional parameters of
+// Client.NewListContainerSessionsPager.
+type ListContainerSessionsOptions struct {
+	// Skip is the number of sessions to skip before the first page.
+	Skip int32
+}
+
+// ListContainerSessionsResponse is one page of
+// Client.NewListContainerSessionsPager.
+type ListContainerSessionsResponse struct {
+	// Sessions of this page (the answer's value).
+	Sessions []SessionProperties
+	// NextLink is the URL of the next page, or "" on the last page.
+	NextLink string
+}
+
+// NewListContainerSessionsPager lists the live sessions of a
+// custom-container pool: POST {endpoint}/.management/listSessions?skip=N
+// (api-version 2025-02-02-preview and later; on older ones the first
+// NextPage returns an error wrapping ErrUnsupported), following nextLink
+// (with POST; the pool pages 300 sessions at a time). The answer is
+// {"value": [SessionView...], "count": N, "nextLink": "..."|null}. On a
+// custom-container pool NewListSessionsPager's GET listSessions goes to the
+// container. It does no I/O until NextPage.
+func (c *Client) NewListContainerSessionsPager(options *ListContainerSessionsOptions) *runtime.Pager[ListContainerSessionsResponse] {
+	const op = "Client.NewListContainerSessionsPager"
+	if options == nil {
+		options = &ListContainerSessionsOptions{}
+	}
+	guard := &linkGuard{}
+	return runtime.NewPager(runtime.PagingHandler[ListContainerSessionsResponse]{
+		More: func(page ListContainerSessionsResponse) bool { return page.NextLink != "" },
+		Fetcher: func(ctx context.Context, page *ListContainerSessionsResponse) (ListContainerSessionsResponse, error) {
+			if err := c.requireSessionManagement(op); err != nil {
+				return ListContainerSessionsResponse{}, err
+			}
+			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
+			var nextLink string
+			if page != nil {
+				nextLink = page.NextLink
+			}
+			if err := guard.next(nextLink); err != nil {
+				return ListContainerSessionsResponse{}, err
+			}
+			resp, err := runtime.FetcherForNextLink(ctx, c.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
+				q := url.Values{"skip": {strconv.Itoa(int(options.Skip))}}
+				return c.newRequest(ctx, http.MethodPost, ".management/listSessions", "", q)
+			}, c.nextPageOptionsMethod(http.MethodPost, ""))
+			if err != nil {
+				return ListContainerSessionsResponse{}, wrapAuthError(err)
+			}
+			got, err := c.listSessionsHandleResponse(resp)
+			return ListContainerSessionsResponse{Sessions: got.Sessions, NextLink: got.NextLink}, err
+		},
+		Tracer: c.internal.Tracer(),
+	})
 }

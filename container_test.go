@@ -271,3 +271,67 @@ func TestDoValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerManagementRoutes: GetContainerSession and
+// NewListContainerSessionsPager send Learn's requests (POST
+// .management/getSession?identifier=&api-version=, POST
+// .management/listSessions?skip=&api-version=, nextLink followed with POST)
+// and read Learn's answers (examples read as data): expiresAt, value,
+// count, nextLink (null on the last page). An unknown session is
+// IsSessionNotFound.
+func TestContainerManagementRoutes(t *testing.T) {
+	const version = APIVersion20250202Preview
+	p := setup(t, version)
+	ctx := context.Background()
+	p.handle("POST /.management/getSession", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("identifier") == "nobody-here" {
+			writeJSON(w, http.StatusBadRequest, []byte(`{"error":{"code":"SessionWithIdentifierNotFound","message":"no session"}}`), "x-ms-error-code", "SessionWithIdentifierNotFound")
+			return
+		}
+		wantQuery(t, r, map[string]string{"api-version": version, "identifier": "user-123"})
+		writeJSON(w, http.StatusOK, example(t, exManagement, "custom_container_getSession_doc", "response200"))
+	})
+	p.handle("POST /.management/listSessions", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("skip") {
+		case "0":
+			wantQuery(t, r, map[string]string{"api-version": version, "skip": "0"})
+			// Learn's nextLink has no api-version: the client adds its own.
+			writeJSON(w, http.StatusOK, exampleWith(t, map[string]any{"nextLink": p.url("/.management/listSessions?skip=300")}, exManagement, "custom_container_listSessions_doc", "response200"))
+		case "300":
+			wantQuery(t, r, map[string]string{"api-version": version, "skip": "300"})
+			writeJSON(w, http.StatusOK, exampleWith(t, map[string]any{"nextLink": nil, "value": []any{}, "count": 0}, exManagement, "custom_container_listSessions_doc", "response200"))
+		default:
+			t.Errorf("unexpected query %q", r.URL.RawQuery)
+		}
+	})
+
+	got, err := p.client.Session("user-123").GetContainerSession(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, SessionProperties{
+		Identifier:     "user-123",
+		ETag:           "a1b2c3d4",
+		ExpiresAt:      mustTime(t, "2026-04-30T14:30:00Z"),
+		CreatedAt:      mustTime(t, "2026-04-30T13:30:00Z"),
+		LastAccessedAt: mustTime(t, "2026-04-30T14:29:00Z"),
+	}, got.SessionProperties)
+	_, err = p.client.Session("nobody-here").GetContainerSession(ctx, nil)
+	require.True(t, IsSessionNotFound(err), "%v", err)
+
+	pager := p.client.NewListContainerSessionsPager(nil)
+	var ids []string
+	pages := 0
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		require.NoError(t, err)
+		pages++
+		for _, s := range page.Sessions {
+			ids = append(ids, s.Identifier)
+			require.Equal(t, mustTime(t, "2026-04-30T14:30:00Z"), s.ExpiresAt)
+		}
+	}
+	require.Equal(t, 2, pages)
+	require.Equal(t, []string{"user-123", "user-456"}, ids)
+
+	_, err = p.client.Session("ab").GetContainerSession(ctx, nil)
+	require.ErrorIs(t, err, ErrInvalidIdentifier)
+}

@@ -29,6 +29,11 @@
 // Client.NewListSessionsPager, Client.GetMetadata) needs api-version
 // 2025-02-02-preview or later.
 //
+// Custom-container pools: Session.Do sends any request to the session's
+// container; Session.Stop, Session.GetContainerSession and
+// Client.NewListContainerSessionsPager are the pool's own .management
+// routes (2025-02-02-preview or later).
+//
 // # API versions
 //
 // The service has two wire contracts. The legacy one (2024-02-02-preview,

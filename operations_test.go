@@ -796,6 +796,11 @@ func TestUnsupportedBeforeIO(t *testing.T) {
 		"Session.Delete": {func(ctx context.Context, c *Client) error { _, err := s(c).Delete(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
 		"Session.Stop":   {func(ctx context.Context, c *Client) error { _, err := s(c).Stop(ctx, nil); return err }, func(f featuresT) bool { return f.StopSession }},
 		"GetMetadata":    {func(ctx context.Context, c *Client) error { _, err := c.GetMetadata(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
+		"Session.GetContainerSession": {func(ctx context.Context, c *Client) error { _, err := s(c).GetContainerSession(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
+		"ListContainerSessions": {func(ctx context.Context, c *Client) error {
+			_, err := c.NewListContainerSessionsPager(nil).NextPage(ctx)
+			return err
+		}, func(f featuresT) bool { return f.SessionManagement }},
 		"ListSessions": {func(ctx context.Context, c *Client) error {
 			_, err := c.NewListSessionsPager(nil).NextPage(ctx)
 			return err
