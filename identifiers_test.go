@@ -50,7 +50,7 @@ func TestIdentifierRoundTrip(t *testing.T) {
 				seen := map[string]int{}
 				happyRoutes(t, p, func(r *http.Request) {
 					q := r.URL.Query()
-					if r.URL.Path == "/listSessions" || r.URL.Path == "/metadata" {
+					if r.URL.Path == "/listSessions" || r.URL.Path == "/metadata" || r.URL.Path == "/.management/listSessions" {
 						assert.False(t, q.Has("identifier"), "pool-wide %s carries no identifier", r.URL.Path)
 						return
 					}
