@@ -63,4 +63,4 @@ emulator: deps
 # `go run golang.org/x/perf/cmd/benchstat@latest bench.txt`.
 bench: deps
 	AZSESSIONS_REQUIRE_SANDBOX=1 AZSESSIONS_BENCH_LARGE=1 $(GO) test -run '^$$' -bench . -benchmem -count 6 -timeout 90m ./... | tee bench.txt
-	$(GO) run ./internal/benchcmd transfer -sizes 16MiB,120MiB,1GiB -runs 5 | tee bench-transfer.md
+	$(GO) run ./internal/cmd/benchtransfer transfer -sizes 16MiB,120MiB,1GiB -runs 5 | tee bench-transfer.md

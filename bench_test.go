@@ -33,7 +33,7 @@ import (
 	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/azsessionstest"
 	"github.com/azsessions/azsessions/emulator"
-	"github.com/azsessions/azsessions/internal/pattern"
+	"github.com/azsessions/azsessions/internal/testpayload"
 	"github.com/azsessions/azsessions/internal/uuid"
 )
 
@@ -57,7 +57,7 @@ func constExecutor() emulator.Executor {
 			}
 		case len(f) == 3 && f[0] == "mkfile":
 			size, _ := strconv.ParseInt(f[2], 10, 64)
-			if err := pattern.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
+			if err := testpayload.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
 				return emulator.ExecutionResult{Status: emulator.Failed, Stderr: err.Error()}
 			}
 		}
@@ -217,7 +217,7 @@ func BenchmarkUpload(b *testing.B) {
 			u := srv.Endpoint() + "/files?api-version=" + azsessions.DefaultAPIVersion + "&identifier=" + ident
 			b.SetBytes(size)
 			for b.Loop() {
-				if err := pattern.RawUpload(ctx, srv.HTTPClient(), u, "up.bin", size); err != nil {
+				if err := testpayload.RawUpload(ctx, srv.HTTPClient(), u, "up.bin", size); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -228,7 +228,7 @@ func BenchmarkUpload(b *testing.B) {
 			}
 			b.SetBytes(size)
 			for b.Loop() {
-				if _, err := session.UploadFile(ctx, "up.bin", pattern.NewReader(size), nil); err != nil {
+				if _, err := session.UploadFile(ctx, "up.bin", testpayload.NewReader(size), nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -27,7 +27,7 @@ func TestConstantsMatchWire(t *testing.T) {
 		{string(ExecutionStatusFailed), wire.StatusFailed},
 		{string(ExecutionStatusCanceled), wire.StatusCanceled},
 		{DefaultExecutionTimeout, time.Duration(wire.MaxExecutionSeconds) * time.Second},
-		{DefaultOutputStreamsMaxLength, wire.DefaultOutputMaxLength},
+		{DefaultOutputStreamsMaxLength, wire.DefaultOutputStreamsMaxLength},
 	} {
 		require.Equal(t, tt.wire, tt.public)
 	}

@@ -99,7 +99,7 @@ type Execution struct {
 	// sent one (executions contract "error.code"; "" otherwise).
 	ErrorCode string
 
-	outputCap int
+	outputMax int
 	timeout   time.Duration // the timeout the execution was started with (0: unknown)
 }
 
@@ -240,16 +240,19 @@ func (e Execution) Image() (img Image, ok bool) {
 // which means the service probably cut it: write large output to a file under
 // /mnt/data and download it instead.
 func (e Execution) Truncated() bool {
-	return utf8.RuneCountInString(e.Stdout) >= e.outputLimit() || e.stderrCut()
+	return reachedOutputMax(e.Stdout, e.outputMax) || e.stderrCut()
 }
 
-func (e Execution) stderrCut() bool { return utf8.RuneCountInString(e.Stderr) >= e.outputLimit() }
+func (e Execution) stderrCut() bool { return reachedOutputMax(e.Stderr, e.outputMax) }
 
-func (e Execution) outputLimit() int {
-	if e.outputCap <= 0 {
-		return DefaultOutputStreamsMaxLength
+// reachedOutputMax says whether s reached the output cap outputMax, in
+// characters (DefaultOutputStreamsMaxLength when outputMax <= 0): the service
+// cuts a stream there without saying so.
+func reachedOutputMax(s string, outputMax int) bool {
+	if outputMax <= 0 {
+		outputMax = DefaultOutputStreamsMaxLength
 	}
-	return e.outputCap
+	return utf8.RuneCountInString(s) >= outputMax
 }
 
 // ExecuteOptions contains the optional parameters of Session.Execute.
@@ -1137,12 +1140,12 @@ func (s *Session) ResumeExecution(operationID string, options *ResumeExecutionOp
 	return s.newExecutionPoller(operationID, int(options.OutputStreamsMaxLength), 0, wire.ExecuteResponse{ID: operationID, Status: wire.StatusRunning})
 }
 
-func (s *Session) newExecutionPoller(operationID string, outputCap int, timeout int32, state wire.ExecuteResponse) (*runtime.Poller[ExecuteResponse], error) {
+func (s *Session) newExecutionPoller(operationID string, outputMax int, timeout int32, state wire.ExecuteResponse) (*runtime.Poller[ExecuteResponse], error) {
 	limit := time.Duration(timeout) * time.Second
 	if limit <= 0 {
 		limit = DefaultExecutionTimeout // unknown (ResumeExecution): the service's cap
 	}
-	h := &executionPoller{session: s, OperationID: operationID, OutputCap: outputCap, TimeoutSeconds: timeout, State: state,
+	h := &executionPoller{session: s, OperationID: operationID, OutputMax: outputMax, TimeoutSeconds: timeout, State: state,
 		GiveUpAt: time.Now().Add(limit + ExecutionGrace)}
 	return runtime.NewPoller(nil, s.client.internal.Pipeline(), &runtime.NewPollerOptions[ExecuteResponse]{
 		Handler: h,
@@ -1156,7 +1159,7 @@ func (s *Session) newExecutionPoller(operationID string, outputCap int, timeout 
 type executionPoller struct {
 	session        *Session
 	OperationID    string               `json:"operationId"`
-	OutputCap      int                  `json:"outputCap,omitempty"`
+	OutputMax      int                  `json:"outputCap,omitempty"` // the resume token's key since 0.1.0
 	TimeoutSeconds int32                `json:"timeoutSeconds,omitempty"`
 	State          wire.ExecuteResponse `json:"state"`
 	// GiveUpAt is when a still running execution is given up
@@ -1240,7 +1243,7 @@ func (p *executionPoller) Result(ctx context.Context, out *ExecuteResponse) erro
 	if exec.ID == "" {
 		exec.ID = p.OperationID
 	}
-	exec.outputCap = p.OutputCap
+	exec.outputMax = p.OutputMax
 	exec.timeout = time.Duration(p.TimeoutSeconds) * time.Second
 	out.Execution = exec
 	return nil

@@ -219,7 +219,7 @@ func TestExecutionHelpers(t *testing.T) {
 		{name: "succeeded after long", exec: Execution{Status: ExecutionStatusSucceeded, ExecutionTime: 20 * time.Second, timeout: 10 * time.Second}},
 		{name: "stderr cut at the cap mid-line", exec: Execution{Status: ExecutionStatusFailed, Stderr: longTrace[:4096]},
 			stderrCut: true, errText: `File "x.py", line 1, in f (stderr was cut at the output cap`},
-		{name: "stderr cut at a custom cap", exec: Execution{Status: ExecutionStatusFailed, Stderr: "a\nb\nZeroDivisionError: division by zero\n", outputCap: 10},
+		{name: "stderr cut at a custom cap", exec: Execution{Status: ExecutionStatusFailed, Stderr: "a\nb\nZeroDivisionError: division by zero\n", outputMax: 10},
 			stderrCut: true, errText: "ZeroDivisionError: division by zero (stderr was cut"},
 	}
 	for _, tc := range cases {

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
@@ -80,7 +79,7 @@ type ShellResult struct {
 	// error object ("" otherwise).
 	ErrorCode string
 
-	outputCap int
+	outputMax int
 }
 
 // Truncated reports whether Stdout or Stderr reached the output cap (4096
@@ -89,11 +88,7 @@ type ShellResult struct {
 // the status (LangChain's maintainers measured the cut at 4096 bytes):
 // redirect large output to a file under /mnt/data and download it.
 func (r ShellResult) Truncated() bool {
-	limit := r.outputCap
-	if limit <= 0 {
-		limit = DefaultOutputStreamsMaxLength
-	}
-	return utf8.RuneCountInString(r.Stdout) >= limit || utf8.RuneCountInString(r.Stderr) >= limit
+	return reachedOutputMax(r.Stdout, r.outputMax) || reachedOutputMax(r.Stderr, r.outputMax)
 }
 
 // ExecuteShellResponse is the answer of Session.ExecuteShell.
@@ -204,7 +199,7 @@ func shellResultFrom(e Execution) ShellResult {
 	r := ShellResult{
 		ID: e.ID, Identifier: e.Identifier, Status: string(e.Status), ExitCode: -1,
 		Stdout: e.Stdout, Stderr: e.Stderr, ExecutionTime: e.ExecutionTime, ErrorCode: e.ErrorCode,
-		outputCap: e.outputCap,
+		outputMax: e.outputMax,
 	}
 	if code, err := strconv.Atoi(strings.TrimSpace(r.Status)); err == nil {
 		r.ExitCode = code

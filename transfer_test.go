@@ -19,15 +19,15 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/azsessions/azsessions/internal/pattern"
+	"github.com/azsessions/azsessions/internal/testpayload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// sha256Of hashes a fresh pattern.Reader of size bytes.
+// sha256Of hashes a fresh testpayload.Reader of size bytes.
 func sha256Of(t testing.TB, size int64) [32]byte {
 	h := sha256.New()
-	_, err := io.Copy(h, pattern.NewReader(size))
+	_, err := io.Copy(h, testpayload.NewReader(size))
 	require.NoError(t, err)
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
@@ -81,7 +81,7 @@ func TestUploadStreamsLargeFile(t *testing.T) {
 			runtime.GC()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			resp, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "big.bin", pattern.NewReader(size), nil)
+			resp, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "big.bin", testpayload.NewReader(size), nil)
 			runtime.ReadMemStats(&after)
 			require.NoError(t, err)
 			require.Equal(t, int64(size), resp.SizeInBytes)
@@ -124,7 +124,7 @@ func TestUploadTooLargeBeforeIO(t *testing.T) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "too large")
 	})
-	rd := pattern.NewReader(MaxUploadSize + 10)
+	rd := testpayload.NewReader(MaxUploadSize + 10)
 	_, err := rd.Seek(10, io.SeekStart)
 	require.NoError(t, err)
 	_, err = p.client.Session(testIdentifier).UploadFile(context.Background(), "x.bin", rd, nil)
@@ -194,7 +194,7 @@ func TestUploadRetryRace(t *testing.T) {
 				good.Add(1)
 				writeJSON(w, http.StatusOK, []byte(`{"value":[{"properties":{"filename":"race.bin","size":1,"lastModifiedTime":"2024-08-06T14:50:38Z"}}],"name":"race.bin","type":"file","sizeInBytes":1,"lastModifiedAt":"2024-08-06T14:50:38Z"}`))
 			})
-			_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "race.bin", pattern.NewReader(size), nil)
+			_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "race.bin", testpayload.NewReader(size), nil)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, tries.Load(), int32(2))
 			require.Equal(t, int32(1), good.Load())
@@ -205,7 +205,7 @@ func TestUploadRetryRace(t *testing.T) {
 // TestMultipartBodyViews checks the per-try views directly: a view of an
 // abandoned try fails, the current one reads the whole body, and Seek works.
 func TestMultipartBodyViews(t *testing.T) {
-	b, err := newMultipartBody(pattern.NewReader(100000), "f.bin", "")
+	b, err := newMultipartBody(testpayload.NewReader(100000), "f.bin", "")
 	require.NoError(t, err)
 	old := b.newView()
 	buf := make([]byte, 10)
@@ -238,13 +238,13 @@ func TestUploadSourceShrinks(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		writeJSON(w, http.StatusOK, example(t, exBYOC2410, "upload", "response_body"))
 	})
-	_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "x.bin", &shrinkingReader{Reader: pattern.NewReader(1 << 20)}, nil)
+	_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "x.bin", &shrinkingReader{Reader: testpayload.NewReader(1 << 20)}, nil)
 	require.Error(t, err)
 }
 
 // shrinkingReader says it has size bytes but ends at half of them.
 type shrinkingReader struct {
-	*pattern.Reader
+	*testpayload.Reader
 	read int64
 }
 
@@ -266,7 +266,7 @@ func TestDownloadFileToPathCutBody(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/cred=%v", version, cred), func(t *testing.T) {
 				p := setup(t, version, withCred(cred))
 				content := make([]byte, 1<<20)
-				_, _ = io.ReadFull(pattern.NewReader(int64(len(content))), content)
+				_, _ = io.ReadFull(testpayload.NewReader(int64(len(content))), content)
 				p.handle(downloadRoute(features(t, version).Legacy), func(w http.ResponseWriter, r *http.Request) {
 					conn, buf, err := http.NewResponseController(w).Hijack()
 					if !assert.NoError(t, err) {
@@ -385,7 +385,7 @@ func TestUploadRetryLingeringReader(t *testing.T) {
 				assert.Equal(t, want, sum, "the retried body is the source, byte for byte")
 				writeJSON(w, http.StatusOK, example(t, exBYOC2410, "upload", "response_body"))
 			})
-			_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "race.bin", pattern.NewReader(size), nil)
+			_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "race.bin", testpayload.NewReader(size), nil)
 			lt.wg.Wait()
 			require.NoError(t, err)
 			require.Equal(t, int32(2), lt.tries.Load())

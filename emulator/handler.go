@@ -25,7 +25,7 @@ const (
 	DefaultMaxSessions      = wire.DefaultMaxSessions
 	DefaultMaxExecutionTime = wire.MaxExecutionSeconds * time.Second
 	DefaultMaxUploadBytes   = wire.MaxUploadBytes
-	DefaultOutputMaxLength  = wire.DefaultOutputMaxLength
+	DefaultOutputMaxLength  = wire.DefaultOutputStreamsMaxLength
 	DefaultSubscriptionID   = "00000000-0000-0000-0000-000000000000"
 	DefaultResourceGroup    = "local"
 	DefaultPoolName         = "emulator"

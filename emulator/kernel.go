@@ -10,60 +10,36 @@ import (
 	"github.com/azsessions/azsessions/internal/kernel"
 )
 
-// Executor starts kernels, one per session. See NewSandboxExecutor for real
-// Python and ScriptedExecutor for tests. Its methods:
-//
-//	NewKernel(ctx context.Context) (Kernel, error) // a kernel with a fresh, empty data directory
-//	Info() Info                                    // the runtime, for GET metadata and logs
-//	Close() error                                  // stops every kernel and removes their data
+// The contract between the handler and the things that run code is defined
+// and documented once, in package internal/kernel; these are its names here.
+
+// Executor starts kernels, one per session (kernel.Executor). See
+// NewSandboxExecutor for real Python and ScriptedExecutor for tests.
 type Executor = kernel.Executor
 
-// Kernel is one session's long-lived interpreter. Its methods:
-//
-//	DataDir() string // the host directory the session sees as /mnt/data
-//	Execute(ctx context.Context, req ExecutionRequest) (ExecutionResult, error) // never called concurrently
-//	Close() error    // stops the kernel and removes its data directory
-//
-// A Python error is an ExecutionResult with Status Failed, not an error; an
-// error means the kernel itself is broken.
+// Kernel is one session's long-lived interpreter (kernel.Kernel).
 type Kernel = kernel.Kernel
 
-// ExecutionRequest is one execution handed to a Kernel:
-//
-//	Code            string        // the Python source of the cell
-//	Timeout         time.Duration // the kernel interrupts the code when it passes
-//	OutputMaxLength int           // cap of stdout and stderr, each, in characters
+// ExecutionRequest is one execution handed to a Kernel (kernel.Request).
 type ExecutionRequest = kernel.Request
 
-// ExecutionResult is what a Kernel answers for one execution:
-//
-//	Status          ExecutionStatus // Succeeded (also the zero value ""), Failed or Canceled
-//	Stdout, Stderr  string          // cut at the output cap by the handler
-//	Value           json.RawMessage // JSON of the last expression: 42, "text", null, an image
-//	                                // object {"type":"image","format":"png","base64_data":...};
-//	                                // nil means "" (no last expression)
-//	Duration        time.Duration   // reported as executionTimeInMilliseconds
-//	StdoutTruncated, StderrTruncated bool // the stream was cut
-//	TimedOut, Restarted              bool // passed its timeout; the kernel was restarted (variables gone)
+// ExecutionResult is what a Kernel answers for one execution
+// (kernel.Result). The handler cuts Stdout and Stderr at the output cap.
 type ExecutionResult = kernel.Result
 
-// ExecutionStatus is the outcome of an execution: Succeeded, Failed or
-// Canceled. The zero value counts as Succeeded.
+// ExecutionStatus is the outcome of an execution (kernel.Status): Succeeded,
+// Failed or Canceled. The zero value counts as Succeeded.
 type ExecutionStatus = kernel.Status
 
-// Info describes an executor's runtime (GET metadata, logs):
-//
-//	Interpreter   string            // path of the Python interpreter ("" for scripted executors)
-//	PythonVersion string            // such as "3.11.2"
-//	Packages      map[string]string // found packages (ipython, numpy, pandas, matplotlib) and versions
-//	Sandbox       string            // "bubblewrap", "none" or "scripted"
+// Info describes an executor's runtime, for GET metadata and logs
+// (kernel.Info).
 type Info = kernel.Info
 
 // Outcomes of an execution.
 const (
-	Succeeded ExecutionStatus = "Succeeded"
-	Failed    ExecutionStatus = "Failed"
-	Canceled  ExecutionStatus = "Canceled"
+	Succeeded = kernel.Succeeded
+	Failed    = kernel.Failed
+	Canceled  = kernel.Canceled
 )
 
 type dataDirKey struct{}

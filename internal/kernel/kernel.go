@@ -42,7 +42,7 @@ type ShellCommand struct {
 	Stdin   string   `json:"stdin"`
 }
 
-// Status is the outcome of an execution.
+// Status is the outcome of an execution. The zero value counts as Succeeded.
 type Status string
 
 // Outcomes of an execution.
@@ -55,6 +55,8 @@ const (
 // Result is what a Kernel answers.
 type Result struct {
 	Status Status
+	// Stdout and Stderr are the cell's output streams, at most
+	// Request.OutputMaxLength characters each.
 	Stdout string
 	Stderr string
 	// Value is the JSON of the cell's last expression: a number, a string, null,

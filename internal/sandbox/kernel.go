@@ -1000,16 +1000,16 @@ var emptyValue = json.RawMessage(`""`)
 func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	maxLen := req.OutputMaxLength
-	if maxLen <= 0 {
-		maxLen = defaultOutputMaxLength
+	outputMax := req.OutputMaxLength
+	if outputMax <= 0 {
+		outputMax = defaultOutputMaxLength
 	}
-	maxLen = min(maxLen, maxOutputMaxLength) // each stream buffers up to 4 bytes a character
+	outputMax = min(outputMax, maxOutputMaxLength) // each stream buffers up to 4 bytes a character
 	p, err := k.current()
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	x := &execution{k: k, p: p, req: req, maxLen: maxLen}
+	x := &execution{k: k, p: p, req: req, outputMax: outputMax}
 	if err := x.ensureRunning(ctx); err != nil {
 		return kernel.Result{}, err
 	}
@@ -1027,10 +1027,10 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 
 // execution is the state of one Kernel.Execute.
 type execution struct {
-	k      *Kernel
-	p      *proc // the kernel's process (the one that ran the cell, once dispatched)
-	req    kernel.Request
-	maxLen int // the output cap, in characters
+	k         *Kernel
+	p         *proc // the kernel's process (the one that ran the cell, once dispatched)
+	req       kernel.Request
+	outputMax int // the output cap, in characters
 
 	res      kernel.Result
 	notes    []string // restarts before the cell ran: the first lines of stderr
@@ -1093,9 +1093,7 @@ func (x *execution) refused(why string) kernel.Result {
 	res.Status = kernel.Failed
 	res.Value = emptyValue
 	res.Stderr = strings.Join(append(x.notes, why), "\n") + "\n"
-	if utf8.RuneCountInString(res.Stderr) > x.maxLen {
-		res.Stderr, res.StderrTruncated = string([]rune(res.Stderr)[:x.maxLen]), true
-	}
+	res.Stderr, res.StderrTruncated = cutRunes(res.Stderr, x.outputMax)
 	return res
 }
 
@@ -1106,8 +1104,8 @@ func (x *execution) dispatch() (id int, replyDone func()) {
 	p, req := x.p, x.req
 	x.start = time.Now()
 	nonce := []byte("\x1eazs-" + randHex(12) + "\x1e")
-	p.stdout.begin(nonce, x.maxLen)
-	p.stderr.begin(nonce, x.maxLen)
+	p.stdout.begin(nonce, x.outputMax)
+	p.stderr.begin(nonce, x.outputMax)
 	replyDone = p.awaitReply()
 	p.nextID++
 	id = p.nextID
@@ -1230,14 +1228,14 @@ func (x *execution) finish(status kernel.Status, note string) (kernel.Result, er
 		status = kernel.Canceled
 	}
 	x.res.Status = status
-	x.k.fill(&x.res, x.p, x.maxLen, x.notes, note)
+	x.k.fill(&x.res, x.p, x.outputMax, x.notes, note)
 	return x.res, nil
 }
 
 // fill sets the output fields of res from p's streams plus notes for stderr.
-func (k *Kernel) fill(res *kernel.Result, p *proc, maxLen int, before []string, after string) {
-	res.Stdout, res.StdoutTruncated = p.stdout.result(maxLen)
-	stderr, trunc := p.stderr.result(maxLen)
+func (k *Kernel) fill(res *kernel.Result, p *proc, outputMax int, before []string, after string) {
+	res.Stdout, res.StdoutTruncated = p.stdout.result(outputMax)
+	stderr, trunc := p.stderr.result(outputMax)
 	if len(before) > 0 {
 		stderr = strings.Join(before, "\n") + "\n" + stderr
 	}
@@ -1247,18 +1245,18 @@ func (k *Kernel) fill(res *kernel.Result, p *proc, maxLen int, before []string, 
 		}
 		stderr += after + "\n"
 	}
-	if utf8.RuneCountInString(stderr) > maxLen {
+	if utf8.RuneCountInString(stderr) > outputMax {
 		if after != "" {
 			// Keep the note: it explains what happened.
-			tail := []rune(after + "\n")
-			head := []rune(stderr)
-			if len(tail) < maxLen {
-				stderr = string(head[:maxLen-len(tail)]) + string(tail)
+			tail := after + "\n"
+			if n := utf8.RuneCountInString(tail); n < outputMax {
+				stderr, _ = cutRunes(stderr, outputMax-n)
+				stderr += tail
 			} else {
-				stderr = string(tail[:maxLen])
+				stderr, _ = cutRunes(tail, outputMax)
 			}
 		} else {
-			stderr = string([]rune(stderr)[:maxLen])
+			stderr, _ = cutRunes(stderr, outputMax)
 		}
 		trunc = true
 	}

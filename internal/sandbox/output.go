@@ -77,18 +77,21 @@ func (s *stream) result(maxChars int) (string, bool) {
 	}
 	truncated := s.dropped > 0
 	out := string(bytes.ToValidUTF8(data, []byte("\uFFFD")))
-	if n := utf8.RuneCountInString(out); n > maxChars {
-		i, c := 0, 0
-		for i = range out {
-			if c == maxChars {
-				break
-			}
-			c++
+	out, cut := cutRunes(out, maxChars)
+	return out, truncated || cut
+}
+
+// cutRunes cuts s to its first n characters and says whether it did: the
+// one truncation of the sandbox's output (streams and notes in stderr).
+func cutRunes(s string, n int) (string, bool) {
+	c := 0
+	for i := range s {
+		if c == n {
+			return s[:i], true
 		}
-		out = out[:i]
-		truncated = true
+		c++
 	}
-	return out, truncated
+	return s, false
 }
 
 // keep appends p to the buffer up to capBytes; the caller holds mu.

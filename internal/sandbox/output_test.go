@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
 )
 
 // TestStream feeds a stream in chunks of every size: the nonce is found across
@@ -68,4 +70,58 @@ func TestStreamBounded(t *testing.T) {
 	// After EOF, begin completes at once.
 	s.begin([]byte("x"), 10)
 	<-s.doneCh()
+}
+
+// TestCutRunes: cutRunes counts characters, not bytes.
+func TestCutRunes(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+		cut  bool
+	}{
+		{"", 3, "", false},
+		{"abc", 3, "abc", false},
+		{"abcd", 3, "abc", true},
+		{"ééé€", 2, "éé", true},
+		{"€€", 5, "€€", false},
+	}
+	for _, tc := range tests {
+		got, cut := cutRunes(tc.in, tc.n)
+		require.Equal(t, tc.want, got, "%q cut at %d", tc.in, tc.n)
+		require.Equal(t, tc.cut, cut, "%q cut at %d", tc.in, tc.n)
+	}
+}
+
+// TestFillKeepsNote: stderr over the output cap is cut, but a note about
+// what happened to the kernel (after) is kept whole at its end when it fits.
+func TestFillKeepsNote(t *testing.T) {
+	nonce := []byte("\x1eazs-fill\x1e")
+	tests := []struct {
+		name, stderr string
+		before       []string
+		after        string
+		want         string
+		truncated    bool
+	}{
+		{"note kept", strings.Repeat("x", 20), nil, "NOTE", "xxxxxNOTE\n", true},
+		{"note longer than the cap", "err", nil, "ABCDEFGHIJKL", "ABCDEFGHIJ", true},
+		{"notes before, characters", strings.Repeat("é", 20), []string{"n1"}, "", "n1\nééééééé", true},
+		{"fits", "e\n", []string{"n1"}, "NOTE", "n1\ne\nNOTE\n", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &proc{stdout: newStream(), stderr: newStream()}
+			for _, s := range []*stream{p.stdout, p.stderr} {
+				s.begin(nonce, 10)
+			}
+			p.stdout.pump(bytes.NewReader(nonce))
+			p.stderr.pump(strings.NewReader(tc.stderr + string(nonce)))
+			var res kernel.Result
+			(&Kernel{}).fill(&res, p, 10, tc.before, tc.after)
+			require.Equal(t, tc.want, res.Stderr)
+			require.Equal(t, tc.truncated, res.StderrTruncated)
+			require.Equal(t, emptyValue, res.Value)
+		})
+	}
 }

@@ -321,9 +321,9 @@ const ErrorCodeHeader = "x-ms-error-code"
 
 // Limits of the service (api.md §11).
 const (
-	MaxExecutionSeconds    = 220
-	MaxUploadBytes         = 128 << 20 // 128 MiB
-	DefaultOutputMaxLength = 4096
-	DefaultCooldownSeconds = 300
-	DefaultMaxSessions     = 600
+	MaxExecutionSeconds           = 220
+	MaxUploadBytes                = 128 << 20 // 128 MiB
+	DefaultOutputStreamsMaxLength = 4096
+	DefaultCooldownSeconds        = 300
+	DefaultMaxSessions            = 600
 )

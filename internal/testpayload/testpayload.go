@@ -1,6 +1,6 @@
-// Package pattern makes large, deterministic test and benchmark data without
+// Package testpayload makes large, deterministic test and benchmark data without
 // holding it in memory.
-package pattern
+package testpayload
 
 import (
 	"bytes"

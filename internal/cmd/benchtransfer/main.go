@@ -1,15 +1,15 @@
-// Command benchcmd measures what only a whole process shows: the peak
+// Command benchtransfer measures what only a whole process shows: the peak
 // resident memory (getrusage ru_maxrss, the kernel's accounting) and the
 // throughput of a client process that uploads or downloads a large file,
 // through the SDK and through raw net/http with io.Copy. The server runs in
 // another process, so its memory does not count.
 //
-//	go run ./internal/benchcmd transfer -sizes 16MiB,120MiB,1GiB -runs 3
+//	go run ./internal/cmd/benchtransfer transfer -sizes 16MiB,120MiB,1GiB -runs 3
 //
-// transfer starts `benchcmd serve` (the emulator handler with a scripted
+// transfer starts `benchtransfer serve` (the emulator handler with a scripted
 // executor, uploads up to 2 GiB, files stored on disk in a temporary
 // directory), then for every size, operation (upload, download) and client
-// (raw, sdk) runs `benchcmd client` -runs times as a child process, and prints
+// (raw, sdk) runs `benchtransfer client` -runs times as a child process, and prints
 // a Markdown table of medians. The SDK refuses uploads over 128 MiB (the
 // service's limit) before any I/O; that row says so.
 package main
@@ -36,12 +36,12 @@ import (
 
 	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/emulator"
-	"github.com/azsessions/azsessions/internal/pattern"
+	"github.com/azsessions/azsessions/internal/testpayload"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchcmd transfer|serve|client [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchtransfer transfer|serve|client [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -56,7 +56,7 @@ func main() {
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchcmd:", err)
+		fmt.Fprintln(os.Stderr, "benchtransfer:", err)
 		os.Exit(1)
 	}
 }
@@ -78,7 +78,7 @@ func serve(args []string) error {
 		f := strings.Fields(code)
 		if len(f) == 3 && f[0] == "mkfile" {
 			size, _ := strconv.ParseInt(f[2], 10, 64)
-			if err := pattern.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
+			if err := testpayload.WriteFile(filepath.Join(emulator.DataDirFromContext(ctx), f[1]), size); err != nil {
 				return emulator.ExecutionResult{Status: emulator.Failed, Stderr: err.Error()}
 			}
 		}
@@ -134,13 +134,13 @@ func client(args []string) error {
 	switch {
 	case *op == "none":
 	case *op == "upload" && *mode == "sdk":
-		_, err = session.UploadFile(ctx, *name, pattern.NewReader(*size), nil)
+		_, err = session.UploadFile(ctx, *name, testpayload.NewReader(*size), nil)
 		if errors.Is(err, azsessions.ErrFileTooLarge) {
 			res.Skipped, err = "refused before I/O: over MaxUploadSize (128 MiB)", nil
 		}
 		res.Bytes = *size
 	case *op == "upload" && *mode == "raw":
-		err = pattern.RawUpload(ctx, http.DefaultClient, *endpoint+"/files"+q, *name, *size)
+		err = testpayload.RawUpload(ctx, http.DefaultClient, *endpoint+"/files"+q, *name, *size)
 		res.Bytes = *size
 	case *op == "download" && *mode == "sdk":
 		var resp azsessions.DownloadFileResponse
