@@ -718,7 +718,8 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 // (retry with sendTracker.shouldRetry, redactErrorsPolicy,
 // retryUnauthorizedPolicy, the bearer policy, sendTrackerPolicy,
 // guardTransport), executeHandleResponse (lookupExecution after a lost
-// answer) and, while it runs, executionPoller.Poll.
+// answer) and, while it runs, executionPoller.Poll. ARCHITECTURE.md adds
+// the emulator's side of each operation and the rest of an execution's path.
 
 // startOp sets the API name (for fakes) and opens a tracing span.
 func (c *Client) startOp(ctx context.Context, name string) (context.Context, func(error)) {
