@@ -19,10 +19,11 @@ import (
 	"github.com/azsessions/azsessions"
 	anthropictools "github.com/azsessions/azsessions/adapters/anthropic"
 	"github.com/azsessions/azsessions/internal/emutest"
+	"github.com/azsessions/azsessions/internal/fakemodel"
 	"github.com/azsessions/azsessions/tools"
 )
 
-func newAnthropic(f *fakeModel) anthropic.Client {
+func newAnthropic(f *fakemodel.Server) anthropic.Client {
 	return anthropic.NewClient(option.WithBaseURL(f.URL), option.WithAPIKey("sk-ant-test"), option.WithHTTPClient(f.Client()), option.WithMaxRetries(0))
 }
 
@@ -113,7 +114,7 @@ func TestRoundTripEmulator(t *testing.T) {
 			model := startFakeModel(t, tt.tool, tt.input)
 			answer, err := round(t.Context(), t, newAnthropic(model), ts)
 			require.NoError(t, err)
-			reqs := model.received()
+			reqs := model.Received()
 			require.Len(t, reqs, 2)
 			sent := toolResultSent(t, reqs[1])
 			require.Equal(t, tt.isError, sent.isError)
@@ -187,7 +188,7 @@ func TestServiceFailure(t *testing.T) {
 			var te *tools.Error
 			require.ErrorAs(t, err, &te)
 			require.Equal(t, tt.want, te.Message)
-			sent := toolResultSent(t, model.received()[1])
+			sent := toolResultSent(t, model.Received()[1])
 			require.True(t, sent.isError)
 			require.Equal(t, tt.want, sent.text)
 			require.NotContains(t, sent.text, id)

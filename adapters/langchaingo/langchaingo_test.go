@@ -18,12 +18,13 @@ import (
 	"github.com/azsessions/azsessions"
 	langchaingotools "github.com/azsessions/azsessions/adapters/langchaingo"
 	"github.com/azsessions/azsessions/internal/emutest"
+	"github.com/azsessions/azsessions/internal/fakemodel"
 	"github.com/azsessions/azsessions/tools"
 )
 
 // runAgent runs langchaingo's OpenAI functions agent, its LLM pointed at
 // the fake model, with the tools.
-func runAgent(ctx context.Context, t *testing.T, model *fakeModel, lc []lctools.Tool) (string, error) {
+func runAgent(ctx context.Context, t *testing.T, model *fakemodel.Server, lc []lctools.Tool) (string, error) {
 	t.Helper()
 	llm, err := openai.New(openai.WithBaseURL(model.URL), openai.WithToken("sk-test"), openai.WithModel("gpt-test"), openai.WithHTTPClient(model.Client()))
 	require.NoError(t, err)
@@ -70,7 +71,7 @@ func TestRoundTripEmulator(t *testing.T) {
 			model := startFakeModel(t, tt.tool, tt.arguments)
 			answer, err := runAgent(t.Context(), t, model, lc)
 			require.NoError(t, err)
-			reqs := model.received()
+			reqs := model.Received()
 			require.Len(t, reqs, 2)
 			sent := toolMessageSent(t, reqs[1])
 			for _, w := range tt.want {
@@ -128,11 +129,11 @@ func TestServiceFailure(t *testing.T) {
 				var te *tools.Error
 				require.ErrorAs(t, err, &te)
 				require.Equal(t, want, te.Message)
-				require.Len(t, model.received(), 1)
+				require.Len(t, model.Received(), 1)
 				return
 			}
 			require.NoError(t, err)
-			sent := toolMessageSent(t, model.received()[1])
+			sent := toolMessageSent(t, model.Received()[1])
 			require.JSONEq(t, `{"error":"`+want+`"}`, sent)
 			require.NotContains(t, sent, id)
 			require.Contains(t, answer, want)

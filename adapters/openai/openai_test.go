@@ -20,11 +20,12 @@ import (
 	"github.com/azsessions/azsessions"
 	openaitools "github.com/azsessions/azsessions/adapters/openai"
 	"github.com/azsessions/azsessions/internal/emutest"
+	"github.com/azsessions/azsessions/internal/fakemodel"
 	"github.com/azsessions/azsessions/tools"
 )
 
 // newOpenAI returns an openai-go client for the fake model.
-func newOpenAI(f *fakeModel) openai.Client {
+func newOpenAI(f *fakemodel.Server) openai.Client {
 	return openai.NewClient(option.WithBaseURL(f.URL), option.WithAPIKey("sk-test"), option.WithHTTPClient(f.Client()), option.WithMaxRetries(0))
 }
 
@@ -109,7 +110,7 @@ func TestRoundTripEmulator(t *testing.T) {
 				answer, err = responsesRound(t.Context(), t, newOpenAI(model), ts)
 			}
 			require.NoError(t, err)
-			reqs := model.received()
+			reqs := model.Received()
 			require.Len(t, reqs, 2)
 			sent := toolResultSent(t, tt.api, reqs[1])
 			for _, w := range tt.want {
@@ -223,7 +224,7 @@ func TestServiceFailure(t *testing.T) {
 				var te *tools.Error
 				require.ErrorAs(t, err, &te, api)
 				require.Equal(t, tt.want, te.Message)
-				sent := toolResultSent(t, api, model.received()[1])
+				sent := toolResultSent(t, api, model.Received()[1])
 				require.JSONEq(t, `{"error":"`+tt.want+`"}`, sent.text)
 				require.NotContains(t, sent.text, id)
 			}
