@@ -279,7 +279,8 @@ func TestContainerProxyStreams(t *testing.T) {
 
 // TestContainerColdStartAndStop: the first request of an identifier starts
 // its container; stopSession (the Learn example's exact answer) ends it, a
-// second stop finds no session, and the next request cold-starts a new one.
+// second stop finds no session, and the next request cold-starts a new one;
+// so does the next request after the session expired (cooldown).
 func TestContainerColdStartAndStop(t *testing.T) {
 	e, pc := newContainerEnv(t, http.HandlerFunc(echoHandler), emulator.Options{PoolName: "testSessionPool"})
 	proxied := func(ident string) result {
@@ -300,6 +301,16 @@ func TestContainerColdStartAndStop(t *testing.T) {
 
 	require.Equal(t, http.StatusTeapot, proxied("testSessionIdentifier").status)
 	require.Equal(t, int32(2), pc.starts.Load(), "a stopped session's identifier gets a new container")
+
+	// Idle past the cooldown: the janitor ends it (its container with it),
+	// and the identifier's next request cold-starts again.
+	e.clock.Advance(emulator.DefaultCooldown - time.Second)
+	require.Zero(t, e.h.Sweep(), "not idle for the whole cooldown yet")
+	e.clock.Advance(2 * time.Second)
+	require.Equal(t, 1, e.h.Sweep())
+	require.Equal(t, 0, e.h.Stats().Sessions)
+	require.Equal(t, http.StatusTeapot, proxied("testSessionIdentifier").status)
+	require.Equal(t, int32(3), pc.starts.Load(), "an expired session's identifier gets a new container")
 }
 
 // TestContainerManagementSessions: POST .management/getSession and
