@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ func diskExecutor(t *testing.T, opts Options) *Executor {
 // reserve blocks past RLIMIT_FSIZE with a file size of 0; the sandbox refuses
 // fallocate, and what was reserved anyway would count.
 func TestFallocateCannotReserveDisk(t *testing.T) {
+	t.Parallel()
 	e := diskExecutor(t, Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 1 << 20})
 	k := newKernel(t, e)
 	res := run(t, k, `import ctypes, ctypes.util, os
@@ -62,12 +64,14 @@ os.close(fd)`)
 
 // TestDeepTreeIsMeasured: files at paths longer than PATH_MAX count.
 func TestDeepTreeIsMeasured(t *testing.T) {
+	t.Parallel()
 	e := diskExecutor(t, Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 2 << 20})
 	k := newKernel(t, e)
+	// 25 levels of 200-byte names: 5,025 bytes of path, past PATH_MAX (4,096).
 	res := run(t, k, `import os
-for i in range(2100):
-    os.mkdir("d")
-    os.chdir("d")
+for i in range(25):
+    os.mkdir("d" * 200)
+    os.chdir("d" * 200)
 for i in range(5):
     with open(f"f{i}", "wb") as f:
         f.write(b"x" * (1 << 20))
@@ -79,25 +83,29 @@ os.chdir("/mnt/data")`)
 // TestDataDirEntryLimit: empty directories count, by number and by blocks;
 // a cell past MaxDataDirEntries is stopped.
 func TestDataDirEntryLimit(t *testing.T) {
-	e := diskExecutor(t, Options{MaxDataDirEntries: 1000})
+	t.Parallel()
+	// A small limit: the property does not depend on its size, and every
+	// mkdir is a round trip to the Gofer under gVisor.
+	e := diskExecutor(t, Options{MaxDataDirEntries: 100})
 	k := newKernel(t, e)
-	res := run(t, k, "import os\nfor i in range(1500):\n    os.mkdir(f'/mnt/data/d{i}')")
+	res := run(t, k, "import os\nfor i in range(150):\n    os.mkdir(f'/mnt/data/d{i}')")
 	require.Equal(t, kernel.Failed, res.Status)
-	require.Contains(t, res.Stderr, "files and directories, over the limit of 1000")
+	require.Contains(t, res.Stderr, "files and directories, over the limit of 100")
 	// Over the limit, no cell runs until files are deleted (files API).
 	res = run(t, k, "print('ran')")
 	require.Equal(t, kernel.Failed, res.Status)
 	require.NotContains(t, res.Stdout, "ran")
 	require.Contains(t, res.Stderr, "the code was not run")
 	cleanDataDir(t, k)
-	// Slowly: the watcher stops the kernel.
-	res = runT(t, k, "import os, time\nfor i in range(3000):\n    os.mkdir(f'/mnt/data/e{i}')\n    time.sleep(0.001)", 60*time.Second)
+	// Slowly (3 s at least, ten of the watcher's polls): the watcher stops
+	// the kernel.
+	res = runT(t, k, "import os, time\nfor i in range(300):\n    os.mkdir(f'/mnt/data/e{i}')\n    time.sleep(0.01)", 60*time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
 	require.True(t, res.Restarted)
-	require.Contains(t, res.Stderr, "over the limit of 1000")
+	require.Contains(t, res.Stderr, "over the limit of 100")
 	u, err := diskUsage(k.DataDir(), 0)
 	require.NoError(t, err)
-	require.Less(t, u.entries, int64(1500+3000), "the kernel was not stopped")
+	require.Less(t, u.entries, int64(150+300), "the kernel was not stopped")
 	// Deleting makes room again.
 	cleanDataDir(t, k)
 	requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
@@ -106,7 +114,11 @@ func TestDataDirEntryLimit(t *testing.T) {
 // TestDataDirUnmeasurableFailsClosed: a directory the emulator cannot read
 // counts as over the limit.
 func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
-	e := diskExecutor(t, Options{})
+	t.Parallel()
+	// A walk bound of 64 levels instead of 4,096: the same refusal, without
+	// building, walking and removing thousands of levels.
+	const depth = 64
+	e := diskExecutor(t, Options{maxWalkDepth: depth})
 	k := newKernel(t, e)
 	requireOK(t, k, "import os\nos.makedirs('/mnt/data/a/b')")
 	// Make the walk fail the way a hostile tree would (more than 4096 levels
@@ -118,7 +130,7 @@ func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
 	r, err := os.OpenRoot(k.DataDir())
 	require.NoError(t, err)
 	require.NoError(t, r.Mkdir("deep", 0o755))
-	for range maxWalkDepth + 1 {
+	for range depth + 1 {
 		next, err := r.OpenRoot("deep")
 		require.NoError(t, err)
 		r.Close()
@@ -128,7 +140,7 @@ func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
 	r.Close()
 	res := run(t, k, "1")
 	require.Equal(t, kernel.Failed, res.Status)
-	require.Contains(t, res.Stderr, "cannot be measured (the directory tree is deeper than 4096 levels)")
+	require.Contains(t, res.Stderr, fmt.Sprintf("cannot be measured (the directory tree is deeper than %d levels)", depth))
 	require.NotContains(t, res.Stderr, k.DataDir(), "no host path in messages")
 	require.NoError(t, os.RemoveAll(deep))
 	requireOK(t, k, "1")
@@ -138,6 +150,7 @@ func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
 // directory is deleted (the DELETE of a session must not wait for it); the
 // data is out of DataDir at once and Executor.Close waits for the deletion.
 func TestCloseRemovesDataInBackground(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	base := testenv.DataDir(t)
 	requireSandbox(t, true)

@@ -13,25 +13,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxWalkDepth bounds how deep diskUsage descends. It holds one directory
-// descriptor per level, so the bound keeps it well inside RLIMIT_NOFILE; a
-// deeper tree is an error, which the callers treat as over the limit. It is
-// far beyond PATH_MAX: 2,049 levels of one-character names already do not fit.
+// maxWalkDepth bounds how deep diskUsage descends (executors may be given a
+// smaller bound, for tests). It holds one directory descriptor per level, so
+// the bound keeps it well inside RLIMIT_NOFILE; a deeper tree is an error,
+// which the callers treat as over the limit. It is far beyond PATH_MAX:
+// 2,049 levels of one-character names already do not fit.
 const maxWalkDepth = 4096
 
 // errTooManyEntries is returned by diskUsage when the tree has more entries
 // than it was asked to count.
 var errTooManyEntries = errors.New("too many files and directories")
 
-// errTooDeep is returned by diskUsage for a tree deeper than maxWalkDepth.
-var errTooDeep = fmt.Errorf("the directory tree is deeper than %d levels", maxWalkDepth)
+// errTooDeep is returned by diskUsage for a tree deeper than its bound (the
+// value).
+type errTooDeep int
+
+func (e errTooDeep) Error() string {
+	return fmt.Sprintf("the directory tree is deeper than %d levels", int(e))
+}
 
 // usageError describes an error of diskUsage without the host paths that
 // os errors carry (the text goes to the sandboxed code).
 func usageError(err error) string {
 	var errno syscall.Errno
+	var deep errTooDeep
 	switch {
-	case errors.Is(err, errTooDeep), errors.Is(err, errTooManyEntries):
+	case errors.As(err, &deep), errors.Is(err, errTooManyEntries):
 		return err.Error()
 	case errors.As(err, &errno):
 		return errno.Error()
@@ -58,14 +65,15 @@ type usage struct {
 // deeper than maxWalkDepth, a descriptor shortage) is an error too: callers
 // must treat an error as over the limit.
 func diskUsage(dir string, maxEntries int64) (usage, error) {
-	return diskUsageOwned(dir, maxEntries, nil)
+	return diskUsageOwned(dir, maxEntries, maxWalkDepth, nil)
 }
 
 // diskUsageOwned is diskUsage that also gives every entry not owned by owner
 // to it (without following symlinks, relative to its directory's
 // descriptor): files the emulator wrote as root (uploads) become the
-// sandbox user's. A nil owner changes nothing.
-func diskUsageOwned(dir string, maxEntries int64, owner *hostID) (usage, error) {
+// sandbox user's. A nil owner changes nothing. maxDepth bounds the walk
+// (maxWalkDepth for diskUsage).
+func diskUsageOwned(dir string, maxEntries int64, maxDepth int, owner *hostID) (usage, error) {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return usage{}, err
@@ -81,7 +89,8 @@ func diskUsageOwned(dir string, maxEntries int64, owner *hostID) (usage, error) 
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		u.dev = uint64(st.Dev)
 	}
-	err = walkUsage(r, 1, maxEntries, owner, &u)
+	w := walk{maxEntries: maxEntries, maxDepth: maxDepth, owner: owner, u: &u}
+	err = w.dir(r, 1)
 	return u, err
 }
 
@@ -93,14 +102,24 @@ func blocks(fi os.FileInfo) int64 {
 	return fi.Size()
 }
 
-// walkUsage adds the entries under r, which it closes. Entries are read in
+// walk is one diskUsageOwned walk: its bounds, the owner to give entries
+// to, and the usage so far.
+type walk struct {
+	maxEntries int64
+	maxDepth   int
+	owner      *hostID
+	u          *usage
+}
+
+// dir adds the entries under r, which it closes. Entries are read in
 // batches and stat-ed relative to the directory's descriptor (os.Root does
 // fstatat); subdirectories are visited after the directory is closed, so a
 // level holds one descriptor (its Root) while deeper levels are walked.
-func walkUsage(r *os.Root, depth int, maxEntries int64, owner *hostID, u *usage) error {
+func (w *walk) dir(r *os.Root, depth int) error {
 	defer r.Close()
-	if depth > maxWalkDepth {
-		return errTooDeep
+	maxEntries, owner, u := w.maxEntries, w.owner, w.u
+	if depth > w.maxDepth {
+		return errTooDeep(w.maxDepth)
 	}
 	f, err := r.Open(".")
 	if err != nil {
@@ -155,7 +174,7 @@ func walkUsage(r *os.Root, depth int, maxEntries int64, owner *hostID, u *usage)
 			}
 			return err
 		}
-		if err := walkUsage(child, depth+1, maxEntries, owner, u); err != nil {
+		if err := w.dir(child, depth+1); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 // TestDiskUsageCountsReservedBlocks: fallocate(FALLOC_FL_KEEP_SIZE) reserves
 // blocks of a file whose size stays 0; they count.
 func TestDiskUsageCountsReservedBlocks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "reserved"))
 	require.NoError(t, err)
@@ -33,13 +35,16 @@ func TestDiskUsageCountsReservedBlocks(t *testing.T) {
 // TestDiskUsageDeeperThanPathMax: a file at a path longer than PATH_MAX is
 // measured (a path-based walk fails with ENAMETOOLONG there).
 func TestDiskUsageDeeperThanPathMax(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r, err := os.OpenRoot(dir)
 	require.NoError(t, err)
-	const depth = 2100 // 2 bytes per level: > 4096 bytes of path
+	// 201 bytes per level: 5,025 bytes of path, past PATH_MAX (4,096).
+	const depth = 25
+	name := strings.Repeat("d", 200)
 	for range depth {
-		require.NoError(t, r.Mkdir("d", 0o755))
-		next, err := r.OpenRoot("d")
+		require.NoError(t, r.Mkdir(name, 0o755))
+		next, err := r.OpenRoot(name)
 		require.NoError(t, err)
 		r.Close()
 		r = next
@@ -59,6 +64,7 @@ func TestDiskUsageDeeperThanPathMax(t *testing.T) {
 // TestDiskUsageCountsDirectories: empty directories take blocks and inodes,
 // and the walk stops past maxEntries.
 func TestDiskUsageCountsDirectories(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for i := range 300 {
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "d"+strconv.Itoa(i)), 0o755))
@@ -76,6 +82,7 @@ func TestDiskUsageCountsDirectories(t *testing.T) {
 
 // TestDiskUsageFailsClosed: what cannot be read is an error, not zero.
 func TestDiskUsageFailsClosed(t *testing.T) {
+	t.Parallel()
 	_, err := diskUsage(filepath.Join(t.TempDir(), "missing"), 0)
 	require.Error(t, err)
 	dir := t.TempDir()

@@ -22,12 +22,22 @@ import (
 // the reference the kernel's text/plain must match.
 func ipythonPretty(t *testing.T, expr string) string {
 	t.Helper()
-	out, err := exec.Command("/usr/bin/python3", "-c",
-		"import sys\nfrom IPython.lib.pretty import pretty\nsys.stdout.write(pretty(eval(sys.argv[1])))", expr).Output()
+	return ipythonPrettyAll(t, expr)[0]
+}
+
+// ipythonPrettyAll is ipythonPretty of each expression, with one
+// interpreter (an IPython import takes about a second).
+func ipythonPrettyAll(t *testing.T, exprs ...string) []string {
+	t.Helper()
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-c",
+		"import json, sys\nfrom IPython.lib.pretty import pretty\nsys.stdout.write(json.dumps([pretty(eval(e)) for e in sys.argv[1:]]))"}, exprs...)...).Output()
 	if err != nil {
 		requireOrSkip(t, "IPython in /usr/bin/python3: "+err.Error())
 	}
-	return string(out)
+	var texts []string
+	require.NoError(t, json.Unmarshal(out, &texts), "%s", out)
+	require.Len(t, texts, len(exprs))
+	return texts
 }
 
 // requireOrSkip skips with why, or fails under AZSESSIONS_REQUIRE_SANDBOX=1.
@@ -51,6 +61,7 @@ func textOf(res kernel.Result) string {
 // over lines exactly as IPython.lib.pretty breaks it (AutoGen's
 // ACADynamicSessionsCodeExecutor parses that form), not as repr().
 func TestValueTextLikeIPython(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	if k.Runner() != "ipython" {
 		requireOrSkip(t, "IPython in the sandbox's Python")
@@ -76,9 +87,14 @@ func TestValueTextLikeIPython(t *testing.T) {
 		{"set", "set(range(30))", ""},
 		{"over max_seq_length", "list(range(1500))", ""},
 	}
-	for _, tc := range tests {
+	exprs := make([]string, len(tests))
+	for i, tc := range tests {
+		exprs[i] = tc.expr
+	}
+	wants := ipythonPrettyAll(t, exprs...)
+	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			want := ipythonPretty(t, tc.expr)
+			want := wants[i]
 			res := requireOK(t, k, tc.expr)
 			require.NotNil(t, res.Text, "text/plain of %s", tc.expr)
 			require.Equal(t, want, *res.Text)
@@ -124,6 +140,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 // " '"): with repr() the list came back on one line and the parse gave one
 // bogus name.
 func TestAutoGenPackageListParses(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	if k.Runner() != "ipython" {
 		requireOrSkip(t, "IPython in the sandbox's Python")
@@ -147,6 +164,7 @@ func TestAutoGenPackageListParses(t *testing.T) {
 // the cell's own frames and a timeout line, and none of the emulator's
 // (the driver's signal handler, its path).
 func TestTimeoutStderrShowsNoDriver(t *testing.T) {
+	t.Parallel()
 	for _, runner := range []string{"ipython", "fallback"} {
 		t.Run(runner, func(t *testing.T) {
 			e := shared(t)
@@ -180,6 +198,7 @@ func TestTimeoutStderrShowsNoDriver(t *testing.T) {
 // each object's text/plain to stdout, as a terminal IPython does, and of
 // several figures the last one is the cell's image value.
 func TestDisplayOutputs(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	if k.Runner() != "ipython" {
 		requireOrSkip(t, "IPython in the sandbox's Python")
@@ -217,6 +236,7 @@ func TestDisplayOutputs(t *testing.T) {
 // (bubblewrap, gVisor): a long list's text/plain as IPython.lib.pretty gives
 // it, and a timed-out cell's stderr without the driver's frames.
 func TestDriverOutputPerBackend(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		if k.Runner() != "ipython" {

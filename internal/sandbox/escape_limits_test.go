@@ -39,6 +39,7 @@ func requireCgroupController(t *testing.T, missing string) {
 // accounting over a window of throttled periods, not with wall-clock
 // asserts: load on the machine can only lower the usage.
 func TestEscapeBackgroundCPU(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		opts.CPUs, opts.Ready, opts.noPreload = 0.25, 0, true
@@ -80,6 +81,7 @@ func TestEscapeBackgroundCPU(t *testing.T) {
 // charged to its memory cgroup, so MemoryLimitBytes bounds it with the
 // processes' memory.
 func TestTmpChargedToSandbox(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
@@ -105,6 +107,7 @@ func TestTmpChargedToSandbox(t *testing.T) {
 // with ErrPoolFull, while the existing kernels keep working (before, 600
 // sessions of 1 GiB each fit on a 24 GiB host).
 func TestEscapePoolExhaustion(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		tests := []struct {
 			name      string
@@ -143,6 +146,7 @@ func TestEscapePoolExhaustion(t *testing.T) {
 }
 
 func TestPoolDefaults(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, false)
 	e, err := New(Options{Mode: ModeNone, noPreload: true})
 	require.NoError(t, err)
@@ -150,6 +154,7 @@ func TestPoolDefaults(t *testing.T) {
 	mem, err := hostMemoryBytes()
 	require.NoError(t, err)
 	require.Equal(t, mem/2, e.opts.MaxTotalMemoryBytes)
+	require.Equal(t, 4096, e.opts.maxWalkDepth, "the data directory watcher's depth bound")
 	require.Positive(t, e.opts.MaxTotalDiskBytes)
 	want := int(min(mem/2/DefaultMemoryLimitBytes, e.opts.MaxTotalDiskBytes/DefaultMaxDataDirBytes))
 	require.Equal(t, want, e.Capacity())
@@ -188,10 +193,18 @@ func runHelperExecutor() int {
 type helperProc struct {
 	cmd     *exec.Cmd
 	stdin   *os.File
+	ready   chan helperLine // the helper's first line, once
 	dataDir string
 	cgroups []string
 }
 
+type helperLine struct {
+	line string
+	err  error
+}
+
+// startHelper starts a helper executor process; waitReady waits for its
+// kernel.
 func startHelper(t *testing.T, mode, dataDir string) *helperProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -204,35 +217,49 @@ func startHelper(t *testing.T, mode, dataDir string) *helperProc {
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
 	r.Close()
-	h := &helperProc{cmd: cmd, stdin: w}
+	h := &helperProc{cmd: cmd, stdin: w, ready: make(chan helperLine, 1)}
 	t.Cleanup(func() {
 		w.Close()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	f := strings.Fields(line)
-	require.GreaterOrEqual(t, len(f), 2, line)
-	require.Equal(t, "ready", f[0], line)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		h.ready <- helperLine{line, err}
+	}()
+	return h
+}
+
+// waitReady waits until the helper has its kernel and reads its data
+// directory and cgroups.
+func (h *helperProc) waitReady(t *testing.T) {
+	t.Helper()
+	r := <-h.ready
+	require.NoError(t, r.err)
+	f := strings.Fields(r.line)
+	require.GreaterOrEqual(t, len(f), 2, r.line)
+	require.Equal(t, "ready", f[0], r.line)
 	h.dataDir = f[1]
 	if len(f) > 2 {
 		h.cgroups = strings.Split(f[2], ",")
 	}
-	return h
 }
 
 // TestLeftoversRemoved: what an emulator killed with SIGKILL left (its data
 // directories and cgroups) is removed by the next executor started on the
 // same data directory, while what a running emulator holds is never touched.
+// Alone, one backend after the other: an executor started meanwhile (in this
+// process or a helper) would remove the killed helper's cgroups first.
 func TestLeftoversRemoved(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, opts Options) {
+	forEachBackendAlone(t, func(t *testing.T, opts Options) {
 		testLeftoversRemoved(t, opts.Mode)
 	})
 }
 
 func testLeftoversRemoved(t *testing.T, mode string) {
 	data := testenv.DataDir(t)
-	dead, alive := startHelper(t, mode, data), startHelper(t, mode, data)
+	dead, alive := startHelper(t, mode, data), startHelper(t, mode, data) // they start side by side
+	dead.waitReady(t)
+	alive.waitReady(t)
 	require.NoError(t, dead.cmd.Process.Signal(syscall.SIGKILL))
 	_ = dead.cmd.Wait()
 	require.DirExists(t, dead.dataDir, "the killed emulator's data is left behind")
@@ -275,7 +302,7 @@ func hostFree(t *testing.T, dir string) int64 {
 // the watcher sees them, and the kernel is stopped. Either way the cell
 // fails and the host's disk does not fill past the limit.
 func TestEscapeDiskInFlightDescriptors(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, opts Options) {
+	forEachBackendAlone(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		const file = testFileSize - 1<<20 // under RLIMIT_FSIZE
 		const files = 48                  // 336 MiB against a 40 MiB limit

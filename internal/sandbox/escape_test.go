@@ -26,6 +26,7 @@ import (
 // working.
 
 func TestEscapeNetwork(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -57,6 +58,7 @@ func TestEscapeNetwork(t *testing.T) {
 }
 
 func TestEscapeOtherKernelAndBaseDir(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
 		k1, k2 := newKernel(t, e), newKernel(t, e)
@@ -87,6 +89,7 @@ func TestEscapeOtherKernelAndBaseDir(t *testing.T) {
 }
 
 func TestEscapeWriteSystem(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		for _, path := range []string{"/pwned", "/etc/pwned", "/etc/passwd", "/usr/pwned", "/usr/bin/python3", "/opt/azsessions/driver.py", "/sys/kernel/notes"} {
@@ -104,11 +107,14 @@ func TestEscapeWriteSystem(t *testing.T) {
 }
 
 func TestEscapeForkBomb(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
-		code := `import subprocess
+		// testProcesses+16 attempts: more than the limit lets through, and
+		// quick (each failed fork costs the Sentry time under gVisor).
+		code := fmt.Sprintf(`import subprocess
 procs, failures = [], 0
-for _ in range(500):
+for _ in range(%d):
     try:
         procs.append(subprocess.Popen(['sleep', '60']))
     except OSError:
@@ -116,7 +122,7 @@ for _ in range(500):
 for p in procs:
     p.kill()
     p.wait()
-len(procs), failures`
+len(procs), failures`, testProcesses+16)
 		res := runT(t, k, code, 60*time.Second)
 		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
 		var started, failed int
@@ -130,6 +136,7 @@ len(procs), failures`
 }
 
 func TestEscapeMemory(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		// RLIMIT_AS is up to 1 GiB looser while the kernel preloads (see
@@ -161,6 +168,7 @@ func lastLine(s string) string {
 }
 
 func TestEscapeFileSize(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		res := run(t, k, fmt.Sprintf("with open('/mnt/data/big.bin', 'wb') as f:\n    f.write(b'x' * %d)", testFileSize+1))
@@ -211,6 +219,7 @@ func TestDataDirQuota(t *testing.T) {
 // TestCloseLeavesNothing: Close kills every sandbox (with a background process
 // in it) and removes every directory.
 func TestCloseLeavesNothing(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		testCloseLeavesNothing(t, opts.Mode)
 	})
@@ -229,16 +238,11 @@ func testCloseLeavesNothing(t *testing.T, mode string) {
 	}
 	execDir := e.BaseDir() // in the command line of every bwrap, runsc, Gofer and Sentry
 	// Let the pool refill so that a ready kernel is killed too.
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	require.Eventually(t, func() bool {
 		e.mu.Lock()
-		n := len(e.ready)
-		e.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer e.mu.Unlock()
+		return len(e.ready) == 1
+	}, 2*time.Minute, 20*time.Millisecond, "the pool did not refill")
 	require.NotEmpty(t, findProcs(t, execDir))
 	require.NoError(t, e.Close())
 	require.NoError(t, e.Close()) // idempotent
@@ -343,6 +347,7 @@ func pyJSON(t *testing.T, k kernel.Kernel, code string, v any) {
 // The cell writes back the value it read, so nothing changes where a write
 // succeeds.
 func TestEscapeProcSys(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		before, err := os.ReadFile("/proc/sys/kernel/core_pattern")
@@ -373,6 +378,7 @@ print(json.dumps(res))`, &res)
 // unprivileged host uid: what it creates is not owned by host root, its
 // user namespace maps it to that uid, and it has no capability.
 func TestEscapeHostRoot(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
@@ -468,6 +474,7 @@ func sandboxPids(t *testing.T, k *Kernel) []int {
 // into a data directory as root (uploads) are the session's to change and
 // delete, and what the session writes is the emulator's to read and delete.
 func TestUploadsBelongToTheSandbox(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		dir := k.DataDir()
@@ -495,6 +502,7 @@ os.chmod('/mnt/data/sub/moved.txt', 0o600)`)
 // NETLINK_ROUTE sockets can be created. AF_VSOCK reached the hypervisor
 // whatever the network namespace.
 func TestEscapeSocketFamilies(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		var got map[string]int
@@ -536,6 +544,7 @@ print(json.dumps(res))`, &got)
 // host user) and other kernel interfaces a session has no use for are
 // refused by the seccomp filter.
 func TestEscapeSyscalls(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		tests := []struct {
@@ -596,6 +605,7 @@ print(r, ctypes.get_errno())`, tc.nr, tc.args))
 // tmpfs: 2 GiB of host RAM with a 1 GiB memory limit), /dev/shm and /tmp are
 // capped.
 func TestEscapeDevAndTmp(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		shm, tmp := tmpfsSizes(opts)
@@ -637,6 +647,7 @@ print(json.dumps(res))`, shm, tmp), &got)
 // sibling; see the package documentation): not the executor's sys
 // directory, no home.
 func TestEscapeMountinfo(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
 		k := newKernel(t, e)
@@ -678,6 +689,7 @@ func TestEscapeMountinfo(t *testing.T) {
 // TestEscapeUsrLocal: /usr/local (locally installed software, not the
 // interpreter's) is empty in the sandbox.
 func TestEscapeUsrLocal(t *testing.T) {
+	t.Parallel()
 	ents, err := os.ReadDir("/usr/local")
 	if err != nil || len(ents) == 0 {
 		t.Skip("/usr/local is empty or missing here")
@@ -693,6 +705,7 @@ func TestEscapeUsrLocal(t *testing.T) {
 // piped kernel.core_pattern): RLIMIT_CORE is 0 as a hard limit for session
 // processes, so even code that raises its soft limit first gets none.
 func TestEscapeCoreDump(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		res := requireOK(t, k, `import os, resource, signal, subprocess, sys
@@ -728,7 +741,7 @@ print(sorted(os.listdir('/mnt/data')))`)
 // ~320 MiB of emulator heap per session, charged to no sandbox), and the
 // session keeps working.
 func TestEscapeReplyFlood(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, opts Options) {
+	forEachBackendAlone(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		requireOK(t, k, `import os, threading
 def flood():
@@ -776,6 +789,7 @@ threading.Thread(target=flood, daemon=True).start()`)
 // Setting those bits is refused (chmod, fchmod, open with O_CREAT, mknod),
 // and no file of the data directory has them on the host.
 func TestEscapeSetuidFiles(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		res := requireOK(t, k, `import os, shutil

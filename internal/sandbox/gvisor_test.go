@@ -12,6 +12,7 @@ import (
 // TestGvisorSmoke runs cells in a gVisor kernel: state persists, output and
 // values come back, files written in /mnt/data appear in the data directory.
 func TestGvisorSmoke(t *testing.T) {
+	t.Parallel()
 	requireGvisor(t)
 	e := sharedFor(t, testOptions(ModeGvisor))
 	require.Equal(t, "gvisor", e.Info().Sandbox)
@@ -30,6 +31,7 @@ func TestGvisorSmoke(t *testing.T) {
 // the process table holds only the sandbox's processes, and the host's
 // kernel command line and modules are not visible.
 func TestGvisorKernelIsGvisor(t *testing.T) {
+	t.Parallel()
 	requireGvisor(t)
 	k := newKernel(t, sharedFor(t, testOptions(ModeGvisor)))
 	host, err := os.ReadFile("/proc/sys/kernel/osrelease")
@@ -53,20 +55,18 @@ print('MODULES', os.path.exists('/proc/modules'))
 // values, output cap, timeouts, restarts, cancellation, figures, preload,
 // the data directory watcher) on the gVisor backend; they run on bwrap as
 // top-level tests. shared and diskExecutor give them a gVisor executor (see
-// contractMode).
+// contractMode). These run in parallel (each calls t.Parallel); those that
+// must run alone are in TestGvisorKernelContractAlone.
 func TestGvisorKernelContract(t *testing.T) {
+	t.Parallel()
 	requireGvisor(t)
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T)
-	}{
+	runContract(t, []contractTest{
 		{"TestStatePersists", TestStatePersists},
 		{"TestLastExpressionValues", TestLastExpressionValues},
 		{"TestPrintOutput", TestPrintOutput},
 		{"TestExceptionFails", TestExceptionFails},
 		{"TestSeedSyntaxError", TestSeedSyntaxError},
 		{"TestMatplotlibFigure", TestMatplotlibFigure},
-		{"TestOutputCap", TestOutputCap},
 		{"TestTimeoutInterruptsCell", TestTimeoutInterruptsCell},
 		{"TestIgnoredInterruptKillsAndRestarts", TestIgnoredInterruptKillsAndRestarts},
 		{"TestKernelDeathRestartsOnNextExecute", TestKernelDeathRestartsOnNextExecute},
@@ -75,12 +75,33 @@ func TestGvisorKernelContract(t *testing.T) {
 		{"TestParallelKernels", TestParallelKernels},
 		{"TestCloseDuringExecute", TestCloseDuringExecute},
 		{"TestSkippedStartModulesImportable", TestSkippedStartModulesImportable},
-		{"TestDataDirQuota", TestDataDirQuota},
-		{"TestBackgroundWriterIsStopped", TestBackgroundWriterIsStopped},
 		{"TestUnlinkedOpenFilesCount", TestUnlinkedOpenFilesCount},
 		{"TestDataDirSpace", TestDataDirSpace},
 		{"TestDataDirEntryLimit", TestDataDirEntryLimit},
-	} {
+	})
+}
+
+// TestGvisorKernelContractAlone runs, on gVisor, the contract tests that
+// run alone (not in parallel): TestOutputCap measures the test process's
+// allocations; the data directory tests race a writer against the watcher's
+// polls, which other tests' load would make flaky.
+func TestGvisorKernelContractAlone(t *testing.T) {
+	requireGvisor(t)
+	runContract(t, []contractTest{
+		{"TestOutputCap", TestOutputCap},
+		{"TestDataDirQuota", TestDataDirQuota},
+		{"TestBackgroundWriterIsStopped", TestBackgroundWriterIsStopped},
+	})
+}
+
+type contractTest struct {
+	name string
+	f    func(*testing.T)
+}
+
+func runContract(t *testing.T, tests []contractTest) {
+	t.Helper()
+	for _, tc := range tests {
 		t.Run(tc.name, tc.f)
 	}
 }
@@ -88,6 +109,7 @@ func TestGvisorKernelContract(t *testing.T) {
 // TestDistinctFileTables: processes that share a descriptor table (threads
 // here; the Sentry's stubs under gVisor) are scanned once.
 func TestDistinctFileTables(t *testing.T) {
+	t.Parallel()
 	self := os.Getpid()
 	require.Equal(t, []int{self}, distinctFileTables([]int{self, self}))
 	require.Equal(t, []int{self, 1}, distinctFileTables([]int{self, 1, self}))

@@ -891,7 +891,7 @@ func (k *Kernel) DataDirSpace() (used, limit int64, err error) {
 // p's processes hold open without a name on the data directory's file system
 // (unlinked while open, or O_TMPFILE), which du cannot see.
 func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
-	u, err := diskUsageOwned(k.dataDir, maxEntries, k.e.id)
+	u, err := diskUsageOwned(k.dataDir, maxEntries, k.e.opts.maxWalkDepth, k.e.id)
 	if err != nil || p == nil || !p.alive() || p.cmd.Process == nil {
 		return u, err
 	}

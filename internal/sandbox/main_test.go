@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,9 +26,25 @@ func (c closingM) Run() int {
 	return code
 }
 
+// testParallel is how many tests of this package run at once unless -parallel
+// says otherwise: they mostly wait (for sandboxes to start, for timeouts,
+// for the data directory watcher), so more than GOMAXPROCS of them overlap
+// well even on two cores. Tests that measure something process- or host-wide
+// (Go's allocations, free disk, cgroups another executor may remove) do not
+// call t.Parallel and so run alone.
+const testParallel = 4
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runHelperExecutor())
+	}
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); !set && p != nil {
+		if n, _ := strconv.Atoi(p.Value.String()); n < testParallel {
+			_ = p.Value.Set(strconv.Itoa(testParallel))
+		}
 	}
 	goleak.VerifyTestMain(closingM{m})
 }
@@ -61,7 +79,11 @@ const (
 	testFileSize  = 8 << 20
 	testDataDir   = 40 << 20
 	testProcesses = 64
-	testGrace     = 2 * time.Second
+	// testGrace is generous: on a loaded machine a starved driver can take
+	// seconds to answer an interrupt, and tests that expect the driver to
+	// stop a cell itself must not see it killed. Only tests of a kernel
+	// that ignores interrupts wait for it in full.
+	testGrace = 10 * time.Second
 )
 
 // testCPUs is the CPU quota of the shared executors' kernels.
@@ -98,10 +120,27 @@ func backends() []backend {
 	}
 }
 
-// forEachBackend runs f as a subtest per backend, with that backend's
-// Options (Mode and the test limits; sharedFor(t, opts) gives its shared
-// executor).
+// forEachBackend runs f as a parallel subtest per backend, with that
+// backend's Options (Mode and the test limits; sharedFor(t, opts) gives its
+// shared executor). The subtests run beside each other and beside the
+// package's other parallel tests: f must assert nothing about the host or
+// the test process as a whole (see forEachBackendAlone).
 func forEachBackend(t *testing.T, f func(t *testing.T, opts Options)) {
+	t.Helper()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			b.need(t)
+			f(t, b.opts)
+		})
+	}
+}
+
+// forEachBackendAlone runs f as a subtest per backend, one after the other:
+// for tests that measure the host or the test process (free disk, Go's
+// heap), which another sandbox's work would disturb. Their callers do not
+// call t.Parallel either.
+func forEachBackendAlone(t *testing.T, f func(t *testing.T, opts Options)) {
 	t.Helper()
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -158,9 +197,11 @@ func shared(t testing.TB) *Executor {
 }
 
 // contractMode is the backend of a kernel contract test: ModeGvisor when it
-// runs as a subtest of TestGvisorKernelContract, else ModeBwrap.
+// runs as a subtest of TestGvisorKernelContract or
+// TestGvisorKernelContractAlone, else ModeBwrap.
 func contractMode(t testing.TB) string {
-	if strings.HasPrefix(t.Name(), "TestGvisorKernelContract/") {
+	top, _, sub := strings.Cut(t.Name(), "/")
+	if sub && (top == "TestGvisorKernelContract" || top == "TestGvisorKernelContractAlone") {
 		return ModeGvisor
 	}
 	return ModeBwrap

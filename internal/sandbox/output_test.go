@@ -13,6 +13,7 @@ import (
 // TestStream feeds a stream in chunks of every size: the nonce is found across
 // chunk boundaries, output is capped and the rest after the nonce is dropped.
 func TestStream(t *testing.T) {
+	t.Parallel()
 	nonce := []byte("\x1eazs-0123456789\x1e")
 	tests := []struct {
 		name      string
@@ -55,6 +56,7 @@ func TestStream(t *testing.T) {
 // TestStreamBounded checks that a stream keeps a bounded buffer however much
 // is written, and that EOF ends an execution without a nonce.
 func TestStreamBounded(t *testing.T) {
+	t.Parallel()
 	s := newStream()
 	s.begin([]byte("\x1enonce\x1e"), 100)
 	chunk := bytes.Repeat([]byte("z"), 64*1024)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestPreloadList(t *testing.T) {
+	t.Parallel()
 	got, err := preloadList(nil)
 	require.NoError(t, err)
 	require.Equal(t, DefaultPreload(), got)
@@ -94,6 +95,7 @@ print(sorted(m for m in ('numpy', 'pandas', 'matplotlib.pyplot') if m in sys.mod
 // The modules kept out of IPython's start-up stay importable, and
 // IPython.embed still resolves to the real function.
 func TestSkippedStartModulesImportable(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	if k.Runner() != "ipython" {
 		t.Skip("no IPython")

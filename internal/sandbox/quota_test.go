@@ -40,7 +40,15 @@ def w():
             f.write(b'x' * (4 << 20))
         time.sleep(0.02)
 threading.Thread(target=w, daemon=True).start()`)
-	time.Sleep(6 * time.Second)
+	p, err := k.current()
+	require.NoError(t, err)
+	// Until the idle watcher has stopped the kernel (and its writer).
+	require.Eventually(t, func() bool {
+		k.pmu.Lock()
+		stopped := k.stopped
+		k.pmu.Unlock()
+		return stopped != "" && !p.alive()
+	}, 2*time.Minute, 20*time.Millisecond, "the idle watcher did not stop the kernel")
 	size := dirSize(k.DataDir())
 	t.Logf("data dir holds %d bytes (limit %d)", size, limit)
 	require.Less(t, size, int64(60*(4<<20)), "the background writer was not stopped")
@@ -59,6 +67,7 @@ threading.Thread(target=w, daemon=True).start()`)
 // TestUnlinkedOpenFilesCount: files deleted while open (and O_TMPFILE files)
 // take disk space that du does not see; they count.
 func TestUnlinkedOpenFilesCount(t *testing.T) {
+	t.Parallel()
 	e := diskExecutor(t, Options{MaxDataDirBytes: 40 << 20, MaxFileSizeBytes: 32 << 20})
 	k := newKernel(t, e)
 	res := runT(t, k, `import os
@@ -117,6 +126,7 @@ func TestUnlinkedBytes(t *testing.T) {
 // TestIOUringDenied: io_uring (whose IORING_OP_FALLOCATE would bypass the
 // fallocate rule) is not available in the sandbox.
 func TestIOUringDenied(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	res := requireOK(t, k, `import ctypes, ctypes.util
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -131,6 +141,7 @@ for nr in (425, 426, 427):
 
 // TestDataDirSpace: the kernel reports what the watcher measures.
 func TestDataDirSpace(t *testing.T) {
+	t.Parallel()
 	e := diskExecutor(t, Options{MaxDataDirBytes: 40 << 20})
 	k := newKernel(t, e)
 	var sr kernel.SpaceReporter = k
@@ -150,6 +161,7 @@ func TestDataDirSpace(t *testing.T) {
 // TestPreloadLimitsCannotBeDisabled: a cell that runs during the background
 // preload cannot keep the driver from tightening RLIMIT_AS afterwards.
 func TestPreloadLimitsCannotBeDisabled(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, true)
 	e, err := New(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
 	require.NoError(t, err)

@@ -344,6 +344,9 @@ type Options struct {
 	noIPython bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
+	// maxWalkDepth bounds how deep the data directory watcher walks
+	// (default the package's maxWalkDepth; tests lower it).
+	maxWalkDepth int
 	// removeHook, when set, runs in the goroutine that removes a closed
 	// kernel's data, before it does (tests).
 	removeHook func()
@@ -472,6 +475,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	if opts.readyDecay <= 0 {
 		opts.readyDecay = readyDecay
+	}
+	if opts.maxWalkDepth <= 0 {
+		opts.maxWalkDepth = maxWalkDepth
 	}
 	preload, err := preloadList(opts.Preload)
 	if err != nil {

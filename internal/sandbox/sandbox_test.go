@@ -21,6 +21,7 @@ import (
 )
 
 func TestInfo(t *testing.T) {
+	t.Parallel()
 	e := shared(t)
 	info := e.Info()
 	require.Equal(t, "bubblewrap", info.Sandbox)
@@ -34,6 +35,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestStatePersists(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "x = 41\nimport math")
 	res := requireOK(t, k, "x + 1")
@@ -43,6 +45,7 @@ func TestStatePersists(t *testing.T) {
 }
 
 func TestLastExpressionValues(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "class Thing:\n    def __repr__(self):\n        return 'Thing()'\n")
 	tests := []struct {
@@ -83,6 +86,7 @@ func TestLastExpressionValues(t *testing.T) {
 }
 
 func TestPrintOutput(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	res := requireOK(t, k, "import sys\nprint('hello')\nprint('warn', file=sys.stderr)\nimport subprocess\nsubprocess.run(['echo', 'from child'])\n")
 	require.Equal(t, "hello\nfrom child\n", res.Stdout)
@@ -95,6 +99,7 @@ func TestPrintOutput(t *testing.T) {
 }
 
 func TestExceptionFails(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	res := run(t, k, "def f():\n    return 1 / 0\nprint('before')\nf()")
 	require.Equal(t, kernel.Failed, res.Status)
@@ -111,6 +116,7 @@ func TestExceptionFails(t *testing.T) {
 const seedSyntaxError = "import pandas as pd\n\ndf = pd.read_csv('/mnt/data/TemperatureData.csv')\ndf_sorted = df.sort_values(by='Temperature', ascending=False)\ndf_sorted.to_csv('/mnt/data/TemperatureData.csv', index=False)\n'filename': 'TemperatureData.csv'"
 
 func TestSeedSyntaxError(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	res := run(t, k, seedSyntaxError)
 	require.Equal(t, kernel.Failed, res.Status)
@@ -139,6 +145,7 @@ func requirePNG(t *testing.T, value json.RawMessage) {
 }
 
 func TestMatplotlibFigure(t *testing.T) {
+	t.Parallel()
 	e := shared(t)
 	if _, ok := e.Info().Packages["matplotlib"]; !ok {
 		t.Skip("matplotlib not installed")
@@ -183,6 +190,7 @@ func TestOutputCap(t *testing.T) {
 }
 
 func TestTimeoutInterruptsCell(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "kept = 'yes'")
 	res := runT(t, k, "print('start')\nwhile True:\n    pass", 2*time.Second)
@@ -197,6 +205,7 @@ func TestTimeoutInterruptsCell(t *testing.T) {
 }
 
 func TestIgnoredInterruptKillsAndRestarts(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "open('/mnt/data/keep.txt', 'w').write('kept')\nvariable = 1")
 	code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nprint('stubborn', flush=True)\nwhile True:\n    pass"
@@ -214,6 +223,7 @@ func TestIgnoredInterruptKillsAndRestarts(t *testing.T) {
 }
 
 func TestKernelDeathRestartsOnNextExecute(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "v = 1")
 	res := run(t, k, "import os\nprint('bye', flush=True)\nos._exit(1)")
@@ -229,11 +239,16 @@ func TestKernelDeathRestartsOnNextExecute(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "kept = 5")
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(500*time.Millisecond, cancel)
-	res, err := k.Execute(ctx, kernel.Request{Code: "import time\ntime.sleep(30)", Timeout: time.Minute})
+	defer cancel()
+	go func() { // cancels once the cell runs
+		waitForFile(ctx, filepath.Join(k.DataDir(), "started"))
+		cancel()
+	}()
+	res, err := k.Execute(ctx, kernel.Request{Code: "import time\nopen('/mnt/data/started', 'w').close()\ntime.sleep(30)", Timeout: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, kernel.Canceled, res.Status)
 	require.False(t, res.Restarted)
@@ -242,6 +257,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestDataDir(t *testing.T) {
+	t.Parallel()
 	e := shared(t)
 	k := newKernel(t, e)
 	require.NoError(t, os.WriteFile(filepath.Join(k.DataDir(), "in.csv"), []byte("a,b\n1,2\n"), 0o644))
@@ -259,6 +275,7 @@ func TestDataDir(t *testing.T) {
 }
 
 func TestModeNone(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, false)
 	e, err := New(Options{Mode: ModeNone, Ready: 0, noPreload: true})
 	require.NoError(t, err)
@@ -273,6 +290,7 @@ func TestModeNone(t *testing.T) {
 // TestOtherInterpreter runs a second python3 from PATH (a pyenv one here):
 // the shim is resolved and the interpreter's prefix is bound in the sandbox.
 func TestOtherInterpreter(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, true)
 	py, err := exec.LookPath("python3")
 	if err != nil || py == "/usr/bin/python3" {
@@ -298,6 +316,7 @@ func TestOtherInterpreter(t *testing.T) {
 // TestFallbackRunner runs cells through the driver's stdlib runner (ast +
 // exec/eval), used when IPython is not importable.
 func TestFallbackRunner(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, true)
 	e, err := New(Options{Ready: 0, noIPython: true, noPreload: true})
 	require.NoError(t, err)
@@ -330,6 +349,7 @@ func TestFallbackRunner(t *testing.T) {
 
 // TestParallelKernels runs cells on several kernels at once (for -race).
 func TestParallelKernels(t *testing.T) {
+	t.Parallel()
 	e := shared(t)
 	kernels := []*Kernel{newKernel(t, e), newKernel(t, e), newKernel(t, e)}
 	errs := make(chan error, len(kernels))
@@ -355,6 +375,7 @@ func TestParallelKernels(t *testing.T) {
 
 // TestCloseDuringExecute: closing a kernel ends its running execution.
 func TestCloseDuringExecute(t *testing.T) {
+	t.Parallel()
 	k := newKernel(t, shared(t))
 	type out struct {
 		res kernel.Result
@@ -362,13 +383,32 @@ func TestCloseDuringExecute(t *testing.T) {
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := k.Execute(context.Background(), kernel.Request{Code: "import time\ntime.sleep(60)", Timeout: 2 * time.Minute})
+		res, err := k.Execute(context.Background(), kernel.Request{Code: "import time\nopen('/mnt/data/started', 'w').close()\ntime.sleep(60)", Timeout: 2 * time.Minute})
 		done <- out{res, err}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(k.DataDir(), "started"))
+		return err == nil
+	}, 2*time.Minute, 10*time.Millisecond, "the cell did not start")
 	require.NoError(t, k.Close())
 	o := <-done
 	require.NoError(t, o.err)
 	require.Equal(t, kernel.Failed, o.res.Status)
 	require.NoDirExists(t, k.DataDir())
+}
+
+// waitForFile returns once path exists, or when ctx ends.
+func waitForFile(ctx context.Context, path string) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

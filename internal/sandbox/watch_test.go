@@ -14,6 +14,7 @@ import (
 // TestNextWatchInterval: the idle watcher waits 20 × its last scan (at most
 // ~5 % of one core), between 1 s and 30 s (red team F3).
 func TestNextWatchInterval(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		last, want time.Duration
 	}{
