@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -313,33 +314,39 @@ func TestExecuteRunningThenPolled(t *testing.T) {
 func TestExecuteRetriedOnlyOn429(t *testing.T) {
 	for _, version := range allVersions {
 		t.Run(version, func(t *testing.T) {
-			t.Parallel() // each waits one second
-			p := setup(t, version)
-			route, ok := "POST /executions", newResult("Succeeded", "", "", `1`)
-			if features(t, version).Legacy {
-				route, ok = "POST /code/execute", legacyResult("Success", "", "", "result", `1`)
-			}
-			var n atomic.Int32
-			var first time.Time
-			var opIDs []string
-			p.handle(route, func(w http.ResponseWriter, r *http.Request) {
-				opIDs = append(opIDs, r.Header.Get("operation-id"))
-				if n.Add(1) == 1 {
-					first = time.Now()
-					w.Header().Set("Retry-After", "1")
-					writeError(w, http.StatusTooManyRequests, "TooManyRequests", "slow down")
-					return
-				}
-				assert.GreaterOrEqual(t, time.Since(first), 900*time.Millisecond, "Retry-After: 1 is honoured")
-				writeJSON(w, http.StatusOK, ok)
+			synctest.Test(t, func(t *testing.T) { // fake clock: the second waited is not real
+				testExecuteRetriedOnlyOn429(t, version)
 			})
-			resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
-			require.NoError(t, err)
-			require.JSONEq(t, `1`, string(resp.Result))
-			require.Equal(t, int32(2), n.Load())
-			require.Equal(t, opIDs[0], opIDs[1], "a retry keeps the operation-id")
 		})
 	}
+}
+
+func testExecuteRetriedOnlyOn429(t *testing.T, version string) {
+	p := setup(t, version, inProcess())
+	route, ok := "POST /executions", newResult("Succeeded", "", "", `1`)
+	if features(t, version).Legacy {
+		route, ok = "POST /code/execute", legacyResult("Success", "", "", "result", `1`)
+	}
+	var n atomic.Int32
+	var first time.Time
+	var opIDs []string
+	p.handle(route, func(w http.ResponseWriter, r *http.Request) {
+		opIDs = append(opIDs, r.Header.Get("operation-id"))
+		if n.Add(1) == 1 {
+			first = time.Now()
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "TooManyRequests", "slow down")
+			return
+		}
+		assert.GreaterOrEqual(t, time.Since(first), 900*time.Millisecond, "Retry-After: 1 is honoured")
+		assert.Equal(t, time.Second, time.Since(first), "Retry-After: 1 is honoured, no more")
+		writeJSON(w, http.StatusOK, ok)
+	})
+	resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "x", nil)
+	require.NoError(t, err)
+	require.JSONEq(t, `1`, string(resp.Result))
+	require.Equal(t, int32(2), n.Load())
+	require.Equal(t, opIDs[0], opIDs[1], "a retry keeps the operation-id")
 }
 
 func TestExecute429Exhausted(t *testing.T) {

@@ -78,8 +78,34 @@ type fakePool struct {
 
 type setupConfig struct {
 	cred       bool
+	inProcess  bool
 	modifyOpts func(*ClientOptions)
 	fallback   http.HandlerFunc
+}
+
+// inProcess serves the client's requests in its own goroutine instead of
+// over an httptest server (see inProcessTransport): for tests inside a
+// testing/synctest bubble. Not with withCredential (which needs TLS).
+func inProcess() setupOpt { return func(c *setupConfig) { c.inProcess = true } }
+
+// inProcessTransport serves each request with h in the caller's goroutine
+// and returns what h wrote: no network, no goroutine, so that a client can
+// run inside a testing/synctest bubble (a goroutine waiting on a socket
+// would keep the fake clock from moving).
+func inProcessTransport(h http.Handler) funcTransport {
+	return func(r *http.Request) (*http.Response, error) {
+		req := r.Clone(r.Context())
+		if req.Body == nil {
+			req.Body = http.NoBody
+		}
+		req.RequestURI = req.URL.RequestURI()
+		req.RemoteAddr = "192.0.2.1:1234"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		resp := rec.Result()
+		resp.Request = r
+		return resp, nil
+	}
 }
 
 type setupOpt func(*setupConfig)
@@ -142,16 +168,23 @@ func setup(t testing.TB, version string, opts ...setupOpt) *fakePool {
 		}
 		http.StripPrefix(poolPath, p.mux).ServeHTTP(w, r)
 	})
-	if cfg.cred {
+	co := &ClientOptions{}
+	switch {
+	case cfg.inProcess:
+		require.False(t, cfg.cred, "inProcess serves plain HTTP")
+		p.Endpoint = "http://fake.invalid" + poolPath
+		co.Transport = inProcessTransport(root)
+	case cfg.cred:
 		p.srv = httptest.NewTLSServer(root)
-	} else {
+	default:
 		p.srv = httptest.NewServer(root)
 	}
-	t.Cleanup(p.srv.Close) // also closes the idle connections of srv.Client()
-	p.Endpoint = p.srv.URL + poolPath
-	co := &ClientOptions{}
+	if p.srv != nil {
+		t.Cleanup(p.srv.Close) // also closes the idle connections of srv.Client()
+		p.Endpoint = p.srv.URL + poolPath
+		co.Transport = p.srv.Client()
+	}
 	co.APIVersion = version
-	co.Transport = p.srv.Client()
 	co.Retry.RetryDelay = time.Millisecond
 	if cfg.modifyOpts != nil {
 		cfg.modifyOpts(co)

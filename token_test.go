@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -45,6 +46,46 @@ func startAuthSpy(t *testing.T, version string) *authSpy {
 	}))
 	t.Cleanup(s.http.Close)
 	return s
+}
+
+// inProcessAuthSpy is an authSpy served in the client's goroutine (no
+// network: an emulator handler behind azsessions.InProcessTransport), for
+// tests inside a testing/synctest bubble.
+type inProcessAuthSpy struct {
+	h    *emulator.Handler
+	mu   sync.Mutex
+	seen []string
+}
+
+func startInProcessAuthSpy(t *testing.T) *inProcessAuthSpy {
+	t.Helper()
+	h, err := emulator.NewHandler(emulator.Options{RequireToken: true, Executor: withCells(nil).Executor})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, h.Close()) })
+	return &inProcessAuthSpy{h: h}
+}
+
+func (s *inProcessAuthSpy) client(t *testing.T, version string, cred azcore.TokenCredential) *azsessions.Client {
+	t.Helper()
+	o := &azsessions.ClientOptions{}
+	o.APIVersion = version
+	o.Transport = azsessions.InProcessTransport(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.seen = append(s.seen, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		s.h.ServeHTTP(w, r)
+	}))
+	o.InsecureAllowCredentialWithHTTP = true
+	o.Retry.RetryDelay = 10 * time.Millisecond
+	c, err := azsessions.NewClient("http://fake.invalid"+s.h.PoolPath(), cred, o)
+	require.NoError(t, err)
+	return c
+}
+
+func (s *inProcessAuthSpy) headers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.seen...)
 }
 
 // client returns a client of the spy authenticating with cred.
@@ -142,30 +183,33 @@ func TestCredentialFailsBeforeAnyRequest(t *testing.T) {
 }
 
 // TestTokenRefreshedBetweenCalls: the first token expires between two
-// calls; the second call fetches a new one and the fake sees it.
+// calls; the second call fetches a new one and the fake sees it. Fake clock
+// (synctest): the minute the token lives passes at once.
 func TestTokenRefreshedBetweenCalls(t *testing.T) {
 	for _, version := range relOneOfEach {
 		t.Run(version, func(t *testing.T) {
-			t.Parallel()
-			spy := startAuthSpy(t, version)
-			cred := &countingCredential{ttl: 300 * time.Millisecond}
-			sess := spy.client(t, cred).NewSession()
-			ctx := context.Background()
-			_, err := sess.Execute(ctx, "x = 1", nil)
-			require.NoError(t, err)
-			_, err = sess.UploadFile(ctx, "a.txt", strings.NewReader("a"), nil)
-			require.NoError(t, err)
-			require.Equal(t, []string{"Bearer tok-1", "Bearer tok-1"}, spy.headers(), "the token is cached while valid")
+			synctest.Test(t, func(t *testing.T) {
+				spy := startInProcessAuthSpy(t)
+				const ttl = time.Minute // under the session's 300 s cooldown
+				cred := &countingCredential{ttl: ttl}
+				sess := spy.client(t, version, cred).NewSession()
+				ctx := context.Background()
+				_, err := sess.Execute(ctx, "x = 1", nil)
+				require.NoError(t, err)
+				_, err = sess.UploadFile(ctx, "a.txt", strings.NewReader("a"), nil)
+				require.NoError(t, err)
+				require.Equal(t, []string{"Bearer tok-1", "Bearer tok-1"}, spy.headers(), "the token is cached while valid")
 
-			time.Sleep(400 * time.Millisecond) // tok-1 expires (a lower bound: cannot flake)
+				time.Sleep(ttl + time.Second) // tok-1 expires (fake clock)
 
-			resp, err := sess.Execute(ctx, "x + 1", nil)
-			require.NoError(t, err)
-			require.JSONEq(t, "2", string(resp.Result), "same session")
-			seen := spy.headers()
-			require.Len(t, seen, 3)
-			require.Equal(t, "Bearer tok-2", seen[2], "the refreshed token is used")
-			require.Equal(t, int32(2), cred.calls.Load())
+				resp, err := sess.Execute(ctx, "x + 1", nil)
+				require.NoError(t, err)
+				require.JSONEq(t, "2", string(resp.Result), "same session")
+				seen := spy.headers()
+				require.Len(t, seen, 3)
+				require.Equal(t, "Bearer tok-2", seen[2], "the refreshed token is used")
+				require.Equal(t, int32(2), cred.calls.Load())
+			})
 		})
 	}
 }
