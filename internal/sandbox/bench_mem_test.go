@@ -138,7 +138,7 @@ func benchExecutorOpts(b *testing.B, opts Options) *Executor {
 		opts.Mode = ModeBwrap
 		requireSandbox(b, true)
 	}
-	e, err := New(opts)
+	e, err := newExecutor(opts)
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = e.Close() })
 	return e

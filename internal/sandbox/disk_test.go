@@ -25,7 +25,7 @@ func diskExecutor(t *testing.T, opts Options) *Executor {
 		requireSandbox(t, true)
 	}
 	opts.noPreload = true
-	e, err := New(opts)
+	e, err := newExecutor(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
 	return e
@@ -154,7 +154,7 @@ func TestCloseRemovesDataInBackground(t *testing.T) {
 	release := make(chan struct{})
 	base := testenv.DataDir(t)
 	requireSandbox(t, true)
-	e, err := New(Options{DataDir: base, noPreload: true, removeHook: func() { <-release }})
+	e, err := newExecutor(Options{DataDir: base, noPreload: true, removeHook: func() { <-release }})
 	require.NoError(t, err)
 	k := newKernel(t, e)
 	requireOK(t, k, "import os\nfor i in range(100):\n    os.mkdir(f'/mnt/data/d{i}')")

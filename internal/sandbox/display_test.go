@@ -170,7 +170,7 @@ func TestTimeoutStderrShowsNoDriver(t *testing.T) {
 			e := shared(t)
 			if runner == "fallback" {
 				var err error
-				e, err = New(Options{Ready: 0, noIPython: true, noPreload: true, killGrace: testGrace})
+				e, err = newExecutor(Options{Ready: 0, noIPython: true, noPreload: true, killGrace: testGrace})
 				require.NoError(t, err)
 				t.Cleanup(func() { require.NoError(t, e.Close()) })
 			}

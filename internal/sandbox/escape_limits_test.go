@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestEscapeBackgroundCPU(t *testing.T) {
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		opts.CPUs, opts.Ready, opts.noPreload = 0.25, 0, true
-		e, err := New(opts)
+		e, err := newExecutor(opts)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
 		if e.cg == nil || e.cg.cpu == "" || e.cg.cpuacct == "" {
@@ -121,7 +122,7 @@ func TestEscapePoolExhaustion(t *testing.T) {
 				o := opts
 				o.Ready, o.noPreload = 1, true
 				o.MaxTotalMemoryBytes, o.MaxTotalDiskBytes = tc.mem, tc.disk
-				e, err := New(o)
+				e, err := newExecutor(o)
 				require.NoError(t, err)
 				defer func() { require.NoError(t, e.Close()) }()
 				require.Equal(t, 2, e.Capacity())
@@ -148,7 +149,7 @@ func TestEscapePoolExhaustion(t *testing.T) {
 func TestPoolDefaults(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, false)
-	e, err := New(Options{Mode: ModeNone, noPreload: true})
+	e, err := newExecutor(Options{Mode: ModeNone, noPreload: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	mem, err := hostMemoryBytes()
@@ -159,7 +160,7 @@ func TestPoolDefaults(t *testing.T) {
 	want := int(min(mem/2/DefaultMemoryLimitBytes, e.opts.MaxTotalDiskBytes/DefaultMaxDataDirBytes))
 	require.Equal(t, want, e.Capacity())
 
-	_, err = New(Options{Mode: ModeNone, noPreload: true, MemoryLimitBytes: 1 << 30, MaxTotalMemoryBytes: 1 << 29})
+	_, err = newExecutor(Options{Mode: ModeNone, noPreload: true, MemoryLimitBytes: 1 << 30, MaxTotalMemoryBytes: 1 << 29})
 	require.ErrorContains(t, err, "not one kernel fits")
 }
 
@@ -204,7 +205,7 @@ type helperLine struct {
 }
 
 // startHelper starts a helper executor process; waitReady waits for its
-// kernel.
+// kernel. The caller holds newMu for reading until then, as newExecutor does.
 func startHelper(t *testing.T, mode, dataDir string) *helperProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -247,19 +248,28 @@ func (h *helperProc) waitReady(t *testing.T) {
 // TestLeftoversRemoved: what an emulator killed with SIGKILL left (its data
 // directories and cgroups) is removed by the next executor started on the
 // same data directory, while what a running emulator holds is never touched.
-// Alone, one backend after the other: an executor started meanwhile (in this
-// process or a helper) would remove the killed helper's cgroups first.
+// An executor started meanwhile (in this process or a helper) would remove
+// the killed helper's cgroups first: newMu keeps them out from the kill to
+// the New that must find what it left.
 func TestLeftoversRemoved(t *testing.T) {
-	forEachBackendAlone(t, func(t *testing.T, opts Options) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, opts Options) {
 		testLeftoversRemoved(t, opts.Mode)
 	})
 }
 
 func testLeftoversRemoved(t *testing.T, mode string) {
 	data := testenv.DataDir(t)
+	newMu.RLock() // for the helpers' New (one read lock: a second could wait behind a writer)
+	runlock := sync.OnceFunc(newMu.RUnlock)
+	defer runlock()
 	dead, alive := startHelper(t, mode, data), startHelper(t, mode, data) // they start side by side
 	dead.waitReady(t)
 	alive.waitReady(t)
+	runlock()
+	newMu.Lock()
+	unlock := sync.OnceFunc(newMu.Unlock)
+	defer unlock()
 	require.NoError(t, dead.cmd.Process.Signal(syscall.SIGKILL))
 	_ = dead.cmd.Wait()
 	require.DirExists(t, dead.dataDir, "the killed emulator's data is left behind")
@@ -267,6 +277,7 @@ func testLeftoversRemoved(t *testing.T, mode string) {
 		require.DirExists(t, cg)
 	}
 	e, err := New(Options{Mode: mode, DataDir: data, Ready: 0, noPreload: true})
+	unlock()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	require.NoDirExists(t, filepath.Dir(dead.dataDir), "the killed emulator's data was not removed")

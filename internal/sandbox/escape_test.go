@@ -227,7 +227,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 
 func testCloseLeavesNothing(t *testing.T, mode string) {
 	base := testenv.DataDir(t)
-	e, err := New(Options{Mode: mode, DataDir: filepath.Join(base, "data"), Ready: 1})
+	e, err := newExecutor(Options{Mode: mode, DataDir: filepath.Join(base, "data"), Ready: 1})
 	require.NoError(t, err)
 	k := newKernel(t, e)
 	marker := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
@@ -278,7 +278,7 @@ func findProcs(t *testing.T, s string) []int {
 // no cgroup can be created.
 func TestRlimitsWithoutCgroups(t *testing.T) {
 	requireSandbox(t, true)
-	e, err := New(Options{Ready: 0, noCgroup: true, noPreload: true, MemoryLimitBytes: testMemory, MaxFileSizeBytes: testFileSize})
+	e, err := newExecutor(Options{Ready: 0, noCgroup: true, noPreload: true, MemoryLimitBytes: testMemory, MaxFileSizeBytes: testFileSize})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	require.Contains(t, e.Limits(), "rlimits")
@@ -307,7 +307,7 @@ func TestInheritedDescriptorsClosed(t *testing.T) {
 	defer w.Close()
 	_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), syscall.F_SETFD, 0) // clear FD_CLOEXEC
 	require.Zero(t, errno)
-	e, err := New(Options{DataDir: testenv.DataDir(t), Ready: 0})
+	e, err := newExecutor(Options{DataDir: testenv.DataDir(t), Ready: 0})
 	require.NoError(t, err)
 	defer e.Close()
 	k := newKernel(t, e)

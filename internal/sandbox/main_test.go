@@ -30,8 +30,8 @@ func (c closingM) Run() int {
 // says otherwise: they mostly wait (for sandboxes to start, for timeouts,
 // for the data directory watcher), so more than GOMAXPROCS of them overlap
 // well even on two cores. Tests that measure something process- or host-wide
-// (Go's allocations, free disk, cgroups another executor may remove) do not
-// call t.Parallel and so run alone.
+// (Go's allocations, free disk) or race a writer against the watcher's polls
+// do not call t.Parallel and so run alone.
 const testParallel = 4
 
 func TestMain(m *testing.M) {
@@ -177,6 +177,19 @@ func requireRoot(t testing.TB) {
 	t.Skip("needs root (set AZSESSIONS_REQUIRE_SANDBOX=1 to make this fatal)")
 }
 
+// newMu orders the tests' executor starts (New here, and in helper
+// processes) against TestLeftoversRemoved's window from killing a helper to
+// the New that must find what it left: any New removes the cgroups of dead
+// executors. Tests start executors with newExecutor.
+var newMu sync.RWMutex
+
+// newExecutor is New for tests (see newMu).
+func newExecutor(opts Options) (*Executor, error) {
+	newMu.RLock()
+	defer newMu.RUnlock()
+	return New(opts)
+}
+
 var (
 	sharedMu    sync.Mutex
 	sharedExecs = map[string]*Executor{}
@@ -219,7 +232,7 @@ func sharedFor(t testing.TB, opts Options) *Executor {
 			require.NoError(t, err)
 		}
 		var err error
-		e, err = New(opts)
+		e, err = newExecutor(opts)
 		if err != nil {
 			sharedErrs[opts.Mode] = err
 			require.NoError(t, err)

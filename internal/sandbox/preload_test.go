@@ -38,7 +38,7 @@ var allPreload = []string{"numpy", "pandas", "matplotlib.pyplot"}
 // address-space limit is tightened once the preload is done.
 func TestBackgroundPreload(t *testing.T) {
 	requireSandbox(t, true)
-	e, err := New(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
+	e, err := newExecutor(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 

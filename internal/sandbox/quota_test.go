@@ -163,7 +163,7 @@ func TestDataDirSpace(t *testing.T) {
 func TestPreloadLimitsCannotBeDisabled(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, true)
-	e, err := New(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
+	e, err := newExecutor(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	k := newKernel(t, e)

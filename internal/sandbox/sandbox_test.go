@@ -277,7 +277,7 @@ func TestDataDir(t *testing.T) {
 func TestModeNone(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, false)
-	e, err := New(Options{Mode: ModeNone, Ready: 0, noPreload: true})
+	e, err := newExecutor(Options{Mode: ModeNone, Ready: 0, noPreload: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	require.Equal(t, "none", e.Info().Sandbox)
@@ -296,7 +296,7 @@ func TestOtherInterpreter(t *testing.T) {
 	if err != nil || py == "/usr/bin/python3" {
 		t.Skip("no second python3 on PATH")
 	}
-	e, err := New(Options{Python: py, Ready: 0, noPreload: true})
+	e, err := newExecutor(Options{Python: py, Ready: 0, noPreload: true})
 	if os.Geteuid() == 0 && err != nil && strings.Contains(err.Error(), "cannot be used") {
 		// As root, sandboxes run as an unprivileged user, which cannot read
 		// an interpreter in root's home: New says so.
@@ -318,7 +318,7 @@ func TestOtherInterpreter(t *testing.T) {
 func TestFallbackRunner(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, true)
-	e, err := New(Options{Ready: 0, noIPython: true, noPreload: true})
+	e, err := newExecutor(Options{Ready: 0, noIPython: true, noPreload: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	k := newKernel(t, e)
