@@ -23,10 +23,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/azsessions/azsessions/emulator"
+	"github.com/azsessions/azsessions/internal/testenv"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs 4 tests at once unless -parallel is given: the parallel
+// ones are those with a real sandbox, which mostly wait for it, and
+// TestExecutionRecordsBoundedByBytes (tens of MiB of results over HTTP).
+func TestMain(m *testing.M) {
+	testenv.RaiseParallel(4)
+	goleak.VerifyTestMain(m)
+}
 
 var (
 	legacyVersions = []string{wire.V20240202Preview, wire.V20240802Preview}

@@ -150,6 +150,7 @@ var packageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // their JSON types, the values its logic tests (AutoGen's "Success" /
 // "Failure" in status and its parse of the package list), file bytes.
 func TestPeerClientCaptures(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "peers", "*.json"))
 	require.NoError(t, err)
 	require.Len(t, files, 5, "LlamaIndex, LangChain, Semantic Kernel Python and .NET, AutoGen")

@@ -23,6 +23,7 @@ import (
 // across executions, file round trips (binary, 10 MiB, odd names),
 // sub-directories, delete, and expiry.
 func TestSDKAgainstSandboxedEmulator(t *testing.T) {
+	t.Parallel()
 	testenv.NeedSandbox(t, "IPython")
 	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
 	require.NoError(t, err)
@@ -125,6 +126,7 @@ func TestSDKAgainstSandboxedEmulator(t *testing.T) {
 // real Python in gVisor (SandboxGvisor): state across executions, a file
 // round trip in both directions, and the sandbox's kernel is gVisor's.
 func TestSDKAgainstGvisorEmulator(t *testing.T) {
+	t.Parallel()
 	testenv.NeedGvisor(t, "IPython")
 	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: emulator.SandboxGvisor, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
 	require.NoError(t, err)

@@ -37,6 +37,7 @@ func newShellHandler(t *testing.T) *emulator.Handler {
 // and types of the body, and the headers it shows. The ExecCommandAndArgs
 // example lists a previously uploaded file, which is uploaded first.
 func TestShellSpecExamples(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{"CodeExecution_Execute_ShellCommand.json", "CodeExecution_Execute_ShellExecCommandAndArgs.json"} {
 		t.Run(file, func(t *testing.T) {
 			h := newShellHandler(t)
@@ -97,6 +98,7 @@ func TestShellPoolRefusesPython(t *testing.T) {
 // pool: exit codes as data, stdin, /mnt/data as the working directory and
 // its files shared with the files API, argv without a shell.
 func TestExecuteShellAgainstEmulator(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == emulator.SandboxGvisor {

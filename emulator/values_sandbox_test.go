@@ -32,6 +32,7 @@ func newPythonEnv(t *testing.T) *env {
 // and compares executionResult and stdout with the example's response read
 // as data (the example's "63/n" typo aside).
 func TestSpecResultExamplesWithRealPython(t *testing.T) {
+	t.Parallel()
 	e := newPythonEnv(t)
 	n := 0
 	for _, x := range loadSpecExamples(t) {
@@ -74,6 +75,7 @@ func TestSpecResultExamplesWithRealPython(t *testing.T) {
 // IPython's display formatter, a long list broken over lines exactly as
 // IPython.lib.pretty breaks it, on both contracts.
 func TestPrettyValuesOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newPythonEnv(t)
 	const expr = "['package-%02d' % i for i in range(12)]"
 	out, err := exec.Command(testenv.Python, "-c", "import sys\nfrom IPython.lib.pretty import pretty\nsys.stdout.write(pretty(eval(sys.argv[1])))", expr).Output()
@@ -101,6 +103,7 @@ func TestPrettyValuesOverHTTP(t *testing.T) {
 // Timeout (the emulator's guess, see the package docs), its stderr shows the
 // cell's frames and no emulator internals, and the session keeps its state.
 func TestTimeoutOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newPythonEnv(t)
 	const v = "2025-10-02-preview"
 	e.exec(v, "timeouts", "kept = 1", nil)

@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"flag"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
 )
 
 // closingM closes the shared executor after the tests, before goleak looks.
@@ -38,14 +37,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runHelperExecutor())
 	}
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if p := flag.Lookup("test.parallel"); !set && p != nil {
-		if n, _ := strconv.Atoi(p.Value.String()); n < testParallel {
-			_ = p.Value.Set(strconv.Itoa(testParallel))
-		}
-	}
+	testenv.RaiseParallel(testParallel)
 	goleak.VerifyTestMain(closingM{m})
 }
 

@@ -3,9 +3,11 @@
 package testenv
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -82,4 +84,21 @@ func NeedGvisor(t testing.TB, modules ...string) {
 		missing = "root (runsc needs it)"
 	}
 	need(t, missing, "run `make test` as root (it installs runsc)", modules)
+}
+
+// RaiseParallel makes at least n tests run at once (t.Parallel) unless
+// -parallel was given; call it from TestMain before m.Run. For packages
+// whose parallel tests mostly wait on sandboxes, where more of them than
+// GOMAXPROCS (the default) overlap well even on two cores.
+func RaiseParallel(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	p := flag.Lookup("test.parallel")
+	if set || p == nil {
+		return
+	}
+	if cur, err := strconv.Atoi(p.Value.String()); err == nil && cur < n {
+		_ = p.Value.Set(strconv.Itoa(n))
+	}
 }
