@@ -48,6 +48,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 // A command that exits before listening, or never listens, gives the
 // matching error with its stderr.
 func TestContainer(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
 		dir := t.TempDir()

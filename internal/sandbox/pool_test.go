@@ -24,7 +24,7 @@ func poolExecutor(t *testing.T, o Options) (e *Executor, peak *atomic.Int32) {
 		}
 		return func() { now.Add(-1) }
 	}
-	e, err := New(o)
+	e, err := newExecutor(o)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
 	return e, peak
