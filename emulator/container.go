@@ -172,31 +172,15 @@ type containerSessionList struct {
 // listContainerSessions serves POST .management/listSessions?skip=N:
 // ListSessionsPageSize sessions a page, oldest first.
 func (h *Handler) listContainerSessions(c *call) *apiError {
-	skip := 0
-	if s := c.r.URL.Query().Get("skip"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return badRequest("skip must be a non-negative integer")
-		}
-		skip = n
+	page, next, err := h.sessionPage(c, "/.management/listSessions")
+	if err != nil {
+		return err
 	}
-	all := h.pool.list()
-	body := containerSessionList{Value: []wire.Session{}}
-	if skip < len(all) {
-		end := min(skip+h.opt.ListSessionsPageSize, len(all))
-		body.Value = all[skip:end]
-		if end < len(all) {
-			q := url.Values{"api-version": {c.version}, "skip": {strconv.Itoa(end)}}
-			next := baseURL(c.r) + h.poolPath + "/.management/listSessions?" + q.Encode()
-			body.NextLink = &next
-		}
-	}
-	for i := range body.Value {
-		v := &body.Value[i]
+	for i := range page {
+		v := &page[i]
 		v.ExpiresAt, v.ExpireAt = v.ExpireAt, nil
 	}
-	body.Count = len(body.Value)
-	c.writeJSON(http.StatusOK, body)
+	c.writeJSON(http.StatusOK, containerSessionList{Value: page, Count: len(page), NextLink: next})
 	return nil
 }
 

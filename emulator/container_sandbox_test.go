@@ -64,7 +64,7 @@ func TestCustomContainerSandbox(t *testing.T) {
 				exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: mode, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
 				require.NoError(t, err)
 				srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, PoolType: emulator.PoolTypeCustomContainer,
-					ContainerCommand: command, TargetPort: 8080, ContainerDir: dir, ContainerStartTimeout: 3 * time.Second,
+					ContainerCommand: command, TargetPort: 8080, ContainerDir: dir, ContainerStartTimeout: 2 * time.Minute, // a loaded machine starts python slowly; the timeout itself is TestContainer's
 					RequireToken: true, Token: "tok"})
 				require.NoError(t, err)
 				t.Cleanup(func() { require.NoError(t, srv.Close()) })

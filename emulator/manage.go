@@ -49,27 +49,40 @@ type sessionListBody struct {
 // ListSessionsPageSize per page from skip, with nextLink (absolute) when more
 // follow. It neither needs nor slides an identifier.
 func (h *Handler) listSessions(c *call) *apiError {
+	page, next, err := h.sessionPage(c, "/listSessions")
+	if err != nil {
+		return err
+	}
+	c.writeJSON(http.StatusOK, sessionListBody{Sessions: page, NextLink: next})
+	return nil
+}
+
+// sessionPage is the page of live sessions, oldest first, that a list
+// route (GET listSessions, POST .management/listSessions) answers:
+// ListSessionsPageSize sessions from the query's skip (a non-negative
+// integer, default 0), never nil, and the absolute link to route's next
+// page (nil on the last).
+func (h *Handler) sessionPage(c *call, route string) ([]wire.Session, *string, *apiError) {
 	skip := 0
 	if s := c.r.URL.Query().Get("skip"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return badRequest("skip must be a non-negative integer")
+			return nil, nil, badRequest("skip must be a non-negative integer")
 		}
 		skip = n
 	}
 	all := h.pool.list()
-	body := sessionListBody{Sessions: []wire.Session{}}
-	if skip < len(all) {
-		end := min(skip+h.opt.ListSessionsPageSize, len(all))
-		body.Sessions = all[skip:end]
-		if end < len(all) {
-			q := url.Values{"api-version": {c.version}, "skip": {strconv.Itoa(end)}}
-			next := baseURL(c.r) + h.poolPath + "/listSessions?" + q.Encode()
-			body.NextLink = &next
-		}
+	if skip >= len(all) {
+		return []wire.Session{}, nil, nil
 	}
-	c.writeJSON(http.StatusOK, body)
-	return nil
+	end := min(skip+h.opt.ListSessionsPageSize, len(all))
+	var next *string
+	if end < len(all) {
+		q := url.Values{"api-version": {c.version}, "skip": {strconv.Itoa(end)}}
+		link := baseURL(c.r) + h.poolPath + route + "?" + q.Encode()
+		next = &link
+	}
+	return all[skip:end], next, nil
 }
 
 // baseURL is scheme://host of the request.
