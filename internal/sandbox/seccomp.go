@@ -135,15 +135,17 @@ import (
 // The filter cannot be relaxed from inside: bwrap sets no_new_privs, and a
 // seccomp filter can only be added to.
 
-// Classic BPF opcodes and seccomp return values (linux/filter.h, linux/seccomp.h).
+// Classic BPF opcodes and seccomp return values (linux/filter.h,
+// linux/seccomp.h), and offsets in struct seccomp_data, which x/sys/unix
+// does not define.
 const (
-	bpfLdWAbs = 0x20 // BPF_LD | BPF_W | BPF_ABS
-	bpfJeqK   = 0x15 // BPF_JMP | BPF_JEQ | BPF_K
-	bpfJgeK   = 0x35 // BPF_JMP | BPF_JGE | BPF_K
-	bpfJsetK  = 0x45 // BPF_JMP | BPF_JSET | BPF_K
-	bpfRetK   = 0x06 // BPF_RET | BPF_K
-	retAllow  = 0x7fff0000
-	retErrno  = 0x00050000
+	bpfLdWAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	bpfJeqK   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	bpfJgeK   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	bpfJsetK  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	bpfRetK   = unix.BPF_RET | unix.BPF_K
+	retAllow  = unix.SECCOMP_RET_ALLOW
+	retErrno  = unix.SECCOMP_RET_ERRNO
 	offNr     = 0  // offsetof(struct seccomp_data, nr)
 	offArch   = 4  // offsetof(struct seccomp_data, arch)
 	offArgs   = 16 // offsetof(struct seccomp_data, args): 8 bytes each

@@ -2,8 +2,8 @@ package sandbox
 
 import "golang.org/x/sys/unix"
 
-// auditArch is the seccomp_data.arch of native system calls (AUDIT_ARCH_X86_64).
-const auditArch = 0xc000003e
+// auditArch is the seccomp_data.arch of native system calls.
+const auditArch = unix.AUDIT_ARCH_X86_64
 
 // ociArch is auditArch as an OCI seccomp architecture (gVisor).
 const ociArch = "SCMP_ARCH_X86_64"

@@ -1,7 +1,9 @@
 package sandbox
 
-// auditArch is the seccomp_data.arch of native system calls (AUDIT_ARCH_AARCH64).
-const auditArch = 0xc00000b7
+import "golang.org/x/sys/unix"
+
+// auditArch is the seccomp_data.arch of native system calls.
+const auditArch = unix.AUDIT_ARCH_AARCH64
 
 // ociArch is auditArch as an OCI seccomp architecture (gVisor).
 const ociArch = "SCMP_ARCH_AARCH64"
