@@ -1,14 +1,15 @@
 package azsessions
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
 	"path"
@@ -305,14 +306,22 @@ func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipa
 	if contentType == "" {
 		contentType = "application/octet-stream"
 	}
-	var rnd [16]byte
-	_, _ = rand.Read(rnd[:])
-	b := &multipartBody{src: src, start: start, contentSize: endOff - start, boundary: hex.EncodeToString(rnd[:]), srcPos: -1}
-	quote := strings.NewReplacer("\\", "\\\\", `"`, "\\\"")
-	b.head = []byte("--" + b.boundary + "\r\n" +
-		`Content-Disposition: form-data; name="file"; filename="` + quote.Replace(filename) + "\"\r\n" +
-		"Content-Type: " + contentType + "\r\n\r\n")
-	b.tail = []byte("\r\n--" + b.boundary + "--\r\n")
+	// The part's head and the body's tail come from mime/multipart (a random
+	// boundary, quoting of the file name); the content streams between them.
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	part := textproto.MIMEHeader{}
+	part.Set("Content-Disposition", multipart.FileContentDisposition("file", filename))
+	part.Set("Content-Type", contentType)
+	if _, err := mw.CreatePart(part); err != nil {
+		return nil, err
+	}
+	headLen := buf.Len()
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	b := &multipartBody{src: src, start: start, contentSize: endOff - start, boundary: mw.Boundary(), srcPos: -1}
+	b.head, b.tail = buf.Bytes()[:headLen:headLen], buf.Bytes()[headLen:]
 	b.cur = &bodyView{b: b}
 	return b, nil
 }
