@@ -264,13 +264,24 @@ func (h *Handler) proxy(c *call) *apiError {
 	// streams in (net/http's HTTP/1 server would otherwise end the body at
 	// the first byte of the answer).
 	_ = http.NewResponseController(c.w).EnableFullDuplex()
-	rp.ServeHTTP(c.w, c.r)
+	// The request ends with its session (stopSession, the emulator's
+	// shutdown): its held reference would otherwise keep the stopped
+	// session's container running, unlisted, for as long as the caller
+	// keeps the connection (a never-ending answer, an upgraded connection).
+	ctx, cancel := context.WithCancel(c.r.Context())
+	defer cancel()
+	defer context.AfterFunc(c.sess.ctx, cancel)()
+	rp.ServeHTTP(c.w, c.r.WithContext(ctx))
 	return nil
 }
 
 // proxyError answers a request that could not be forwarded, or whose
 // answer broke before its headers came.
 func (h *Handler) proxyError(c *call, w http.ResponseWriter, r *http.Request, err error) {
+	if c.sess.ctx.Err() != nil && c.r.Context().Err() == nil {
+		writeError(w, errorf(http.StatusBadGateway, CodeContainerUnreachable, "the session was stopped while its request was in flight"))
+		return
+	}
 	if r.Context().Err() != nil {
 		// The caller went away: no one reads an answer.
 		w.WriteHeader(http.StatusBadGateway)

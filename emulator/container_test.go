@@ -494,3 +494,76 @@ func TestContainerProxyUpgrade(t *testing.T) {
 		require.Equal(t, msg, got)
 	}
 }
+
+// TestContainerStopEndsProxiedRequests: stopSession ends the session's
+// requests still in flight (an answer that never comes, an upgraded
+// connection held open), so that its container stops at once instead of
+// running, unlisted, for as long as a caller keeps a connection open.
+func TestContainerStopEndsProxiedRequests(t *testing.T) {
+	cases := []struct {
+		name    string
+		upgrade bool
+	}{
+		{name: "never answers"},
+		{name: "upgraded connection", upgrade: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			entered, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+			e, _ := newContainerEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer func() { ended <- struct{}{} }()
+				if !tc.upgrade {
+					entered <- struct{}{}
+					<-r.Context().Done() // the emulator closed the connection
+					return
+				}
+				w.Header().Set("Upgrade", "echo")
+				w.Header().Set("Connection", "Upgrade")
+				w.WriteHeader(http.StatusSwitchingProtocols)
+				conn, brw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				entered <- struct{}{}
+				_, _ = io.Copy(io.Discard, brw) // until the emulator closes it
+			}), emulator.Options{})
+			u, err := url.Parse(e.srv.URL)
+			require.NoError(t, err)
+			c, err := net.Dial("tcp", u.Host)
+			require.NoError(t, err)
+			defer c.Close()
+			hdr := ""
+			if tc.upgrade {
+				hdr = "Connection: Upgrade\r\nUpgrade: echo\r\n"
+			}
+			_, err = fmt.Fprintf(c, "GET %s/held?identifier=held-1 HTTP/1.1\r\nHost: %s\r\n%s\r\n", e.h.PoolPath(), u.Host, hdr)
+			require.NoError(t, err)
+			<-entered
+
+			stop := e.do(http.MethodPost, e.url(".management/stopSession", qv("2025-02-02-preview", "held-1")), nil, nil)
+			require.Equal(t, http.StatusOK, stop.status, "%s", stop.body)
+			select {
+			case <-ended:
+			case <-time.After(time.Minute):
+				t.Fatal("the stopped session's container still serves the request in flight")
+			}
+			// The caller gets an error answer, or the end of its upgraded
+			// connection.
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute)))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			if tc.upgrade {
+				require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+				_, err = io.ReadAll(br)
+				require.NoError(t, err)
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusBadGateway, resp.StatusCode, "%s", body)
+			require.Contains(t, string(body), emulator.CodeContainerUnreachable)
+		})
+	}
+}

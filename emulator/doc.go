@@ -242,6 +242,10 @@
 //	  exits later                      502 ContainerUnreachable, the next request with the
 //	                                   identifier cold-starts a new session (the service's
 //	                                   probes and restart policy are not emulated)
+//	custom containers: stopSession     the session's requests still in flight end with it
+//	  during a request                 (the container is stopped at once): one waiting for
+//	                                   its answer is 502 ContainerUnreachable, an upgraded
+//	                                   connection is closed
 //	custom containers: a missing       400 SessionRequestValidationFailed, as on every route
 //	  identifier
 //	custom containers: .management     POST only, api-version 2025-02-02-preview or later
