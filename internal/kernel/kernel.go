@@ -107,10 +107,14 @@ type Executor interface {
 
 // Info describes an executor's runtime.
 type Info struct {
-	// Interpreter is the path of the Python interpreter ("" for scripted executors).
+	// Interpreter is the path of the Python interpreter, or of Node.js for
+	// NodeVersion ("" for scripted executors).
 	Interpreter string
-	// PythonVersion such as "3.11.2".
+	// PythonVersion such as "3.11.2" ("" when the kernels run no Python).
 	PythonVersion string
+	// NodeVersion such as "20.20.2" when the kernels run JavaScript in
+	// Node.js (NodeLTS session pools), else "".
+	NodeVersion string
 	// Packages maps the name of a found package (ipython, numpy, pandas,
 	// matplotlib) to its version.
 	Packages map[string]string

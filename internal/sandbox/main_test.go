@@ -22,6 +22,7 @@ type closingM struct{ m *testing.M }
 func (c closingM) Run() int {
 	code := c.m.Run()
 	closeShared()
+	closeSharedNode()
 	return code
 }
 

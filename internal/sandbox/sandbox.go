@@ -155,6 +155,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -270,6 +271,16 @@ type Options struct {
 	// python3 on PATH. Shims and venvs are resolved by asking the interpreter
 	// for sys.executable; prefixes outside /usr are bound read-only.
 	Python string
+	// Runtime is what the kernels run: RuntimePython ("python", the default
+	// when "") or RuntimeNode ("node": JavaScript in a long-lived Node.js
+	// process per kernel, for NodeLTS session pools; see node.go). Python is
+	// not needed then.
+	Runtime string
+	// Node is the Node.js executable of RuntimeNode: "" means /usr/bin/node
+	// when it exists, else node on PATH. An executable outside the system
+	// directories (such as /usr/local/bin/node, which the sandbox hides) is
+	// bound into the sandbox alone, read-only.
+	Node string
 	// Mode is ModeBwrap ("bwrap", the default when ""), ModeGvisor
 	// ("gvisor": a gVisor sandbox per kernel, needs root and runsc; see
 	// gvisor.go) or ModeNone ("none").
@@ -363,6 +374,8 @@ type Executor struct {
 	opts     Options
 	log      *slog.Logger
 	python   string   // interpreter path used in the sandbox
+	node     string   // RuntimeNode: the Node.js executable (its real path)
+	nodeBind bool     // RuntimeNode: node is bound alone at sandboxNode
 	binds    []string // extra read-only bind mounts (interpreter prefixes)
 	bwrap    string
 	runsc    string // runsc executable (mode gvisor)
@@ -449,6 +462,13 @@ func New(opts Options) (*Executor, error) {
 	if opts.Mode != ModeBwrap && opts.Mode != ModeGvisor && opts.Mode != ModeNone {
 		return nil, fmt.Errorf("sandbox: unknown mode %q (want %q, %q or %q)", opts.Mode, ModeBwrap, ModeGvisor, ModeNone)
 	}
+	switch opts.Runtime {
+	case "":
+		opts.Runtime = RuntimePython
+	case RuntimePython, RuntimeNode:
+	default:
+		return nil, fmt.Errorf("sandbox: unknown runtime %q (want %q or %q)", opts.Runtime, RuntimePython, RuntimeNode)
+	}
 	if opts.Ready < 0 {
 		opts.Ready = DefaultReady
 	}
@@ -510,13 +530,17 @@ func New(opts Options) (*Executor, error) {
 	if e.id, err = resolveSandboxUser(opts.SandboxUser); err != nil {
 		return nil, err
 	}
-	if err := e.probe(); err != nil {
+	probe := e.probe
+	if opts.Runtime == RuntimeNode {
+		probe = e.probeNode
+	}
+	if err := probe(); err != nil {
 		return nil, err
 	}
 	if e.id != nil {
-		for _, p := range append([]string{filepath.Dir(e.python)}, e.binds...) {
+		for _, p := range append([]string{filepath.Dir(e.info.Interpreter)}, e.binds...) {
 			if err := e.id.checkReachable(filepath.Join(p, "x")); err != nil {
-				return nil, fmt.Errorf("sandbox: the interpreter %s cannot be used: %w (install it where every user can read it, e.g. under /usr or /opt, or set -sandbox-user)", e.python, err)
+				return nil, fmt.Errorf("sandbox: the interpreter %s cannot be used: %w (install it where every user can read it, e.g. under /usr or /opt, or set -sandbox-user)", e.info.Interpreter, err)
 			}
 		}
 	}
@@ -567,6 +591,10 @@ func New(opts Options) (*Executor, error) {
 	if opts.Mode == ModeNone {
 		e.log.Warn("sandbox: running kernels WITHOUT isolation (-sandbox=none): code has the emulator's user rights and network")
 	}
+	if opts.Runtime == RuntimeNode && e.cg != nil && e.cg.memory != "" {
+		// node.go: no RLIMIT_AS where a memory cgroup bounds the sandbox.
+		e.limits = strings.Replace(e.limits, "rlimits AS+FSIZE", "rlimits FSIZE (Node.js: V8 heap cap)", 1)
+	}
 	if e.cg == nil || e.cg.cpu == "" {
 		e.limits += "; no CPU quota (no cpu cgroup)"
 	}
@@ -574,7 +602,7 @@ func New(opts Options) (*Executor, error) {
 	if e.id != nil {
 		user = fmt.Sprintf("uid %d gid %d", e.id.uid, e.id.gid)
 	}
-	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "python", e.python, "version", e.info.PythonVersion,
+	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "interpreter", e.info.Interpreter, "version", cmp.Or(e.info.PythonVersion, e.info.NodeVersion),
 		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base, "sandbox_user", user,
 		"capacity", e.capacity, "max_total_memory", e.opts.MaxTotalMemoryBytes, "max_total_disk", e.opts.MaxTotalDiskBytes)
 	e.target, e.maxReady, e.slots = opts.Ready, readyGrowth*opts.Ready, startSlots()
@@ -723,6 +751,7 @@ func (e *Executor) prepareDirs() error {
 	e.sysDir = sys
 	files := map[string]string{
 		"driver.py": string(driverSource),
+		"driver.js": string(nodeDriverSource),
 		"passwd":    "root:x:0:0:root:/root:/usr/sbin/nologin\nuser:x:1000:1000:user:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":     "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
 		"hosts":     "127.0.0.1 localhost sandbox\n::1 localhost\n",

@@ -1,0 +1,274 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
+)
+
+// requireNode skips the test when Node.js is missing, or fails it instead
+// when AZSESSIONS_REQUIRE_SANDBOX=1.
+func requireNode(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err == nil {
+		return
+	}
+	if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {
+		t.Fatal("AZSESSIONS_REQUIRE_SANDBOX=1 but Node.js (node) is missing")
+	}
+	t.Skip("Node.js (node) not installed (set AZSESSIONS_REQUIRE_SANDBOX=1 to make this fatal)")
+}
+
+// nodeOptions are the test limits of a Node.js executor of mode.
+func nodeOptions(mode string) Options {
+	o := testOptions(mode)
+	o.Runtime = RuntimeNode
+	o.Ready = 1
+	return o
+}
+
+var (
+	nodeMu    sync.Mutex
+	nodeExecs = map[string]*Executor{}
+)
+
+// sharedNode returns the Node.js executor of opts.Mode shared by the tests
+// (closed at the end of the package's tests by closeSharedNode).
+func sharedNode(t testing.TB, opts Options) *Executor {
+	t.Helper()
+	requireNode(t)
+	nodeMu.Lock()
+	defer nodeMu.Unlock()
+	e, ok := nodeExecs[opts.Mode]
+	if !ok {
+		var err error
+		e, err = New(opts)
+		require.NoError(t, err)
+		nodeExecs[opts.Mode] = e
+	}
+	return e
+}
+
+func closeSharedNode() {
+	nodeMu.Lock()
+	defer nodeMu.Unlock()
+	for _, e := range nodeExecs {
+		_ = e.Close()
+	}
+}
+
+// runJS executes code with the given timeout.
+func runJS(t testing.TB, k kernel.Kernel, code string, timeout time.Duration) kernel.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	res, err := k.Execute(ctx, kernel.Request{Code: code, Timeout: timeout, OutputMaxLength: 4096})
+	require.NoError(t, err)
+	return res
+}
+
+// TestNodeKernel runs the NodeLTS kernel's contract on each backend, on one
+// kernel (cells in order): state across cells, values and their text form,
+// output streams, errors, top-level await, timeouts of synchronous and
+// awaited code (state kept), cancellation, /mnt/data and the file limit.
+func TestNodeKernel(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		e := sharedNode(t, nodeOptions(opts.Mode))
+		info := e.Info()
+		require.Regexp(t, `^\d+\.\d+\.\d+$`, info.NodeVersion)
+		require.Empty(t, info.PythonVersion)
+		k := newKernel(t, e)
+		require.Equal(t, "node", k.Runner())
+		ok := func(t *testing.T, code string) kernel.Result {
+			t.Helper()
+			res := runJS(t, k, code, 30*time.Second)
+			require.Equal(t, kernel.Succeeded, res.Status, "code %q\nstdout: %s\nstderr: %s", code, res.Stdout, res.Stderr)
+			require.False(t, res.Restarted)
+			return res
+		}
+
+		t.Run("state", func(t *testing.T) {
+			res := ok(t, "let x = 1; var v = 'var'; function f() { return 40 }; class C {}")
+			require.JSONEq(t, `""`, string(res.Value), "a declaration has no value")
+			require.Nil(t, res.Text)
+			res = ok(t, "x + f() + 1")
+			require.JSONEq(t, `42`, string(res.Value))
+			require.Equal(t, "42", *res.Text)
+			res = ok(t, "x = 2; [v, typeof C]")
+			require.JSONEq(t, `"[ 'var', 'function' ]"`, string(res.Value))
+		})
+
+		t.Run("values", func(t *testing.T) {
+			for _, tc := range []struct{ code, value, text string }{
+				{"'nan'", `"nan"`, "'nan'"},
+				{"1 / 4", `0.25`, "0.25"},
+				{"NaN", `null`, "NaN"},
+				{"-Infinity", `null`, "-Infinity"},
+				{"3 > 2", `true`, "true"},
+				{"({a: [1, {b: 'c'}], d: new Map([[1, 2]])})", `"{ a: [ 1, { b: 'c' } ], d: Map(1) { 1 => 2 } }"`, "{ a: [ 1, { b: 'c' } ], d: Map(1) { 1 => 2 } }"},
+				{"10n ** 30n", `"1000000000000000000000000000000n"`, "1000000000000000000000000000000n"},
+				{"Promise.resolve('resolved')", `"resolved"`, "'resolved'"},
+			} {
+				res := ok(t, tc.code)
+				require.JSONEq(t, tc.value, string(res.Value), tc.code)
+				require.NotNil(t, res.Text, tc.code)
+				require.Equal(t, tc.text, *res.Text, tc.code)
+			}
+			res := ok(t, "null")
+			require.JSONEq(t, `null`, string(res.Value))
+			require.Nil(t, res.Text)
+			res = ok(t, "undefined")
+			require.JSONEq(t, `""`, string(res.Value))
+			require.Nil(t, res.Text)
+		})
+
+		t.Run("streams", func(t *testing.T) {
+			res := ok(t, "console.log('hello-world'); console.error('to', 'stderr'); process.stdout.write('raw')")
+			require.Equal(t, "hello-world\nraw", res.Stdout)
+			require.Equal(t, "to stderr\n", res.Stderr)
+			require.JSONEq(t, `true`, string(res.Value), "stream.write's value")
+		})
+
+		t.Run("errors", func(t *testing.T) {
+			res := runJS(t, k, "const before = 1;\nnull.boom", 30*time.Second)
+			require.Equal(t, kernel.Failed, res.Status)
+			require.Contains(t, res.Stderr, "TypeError: Cannot read properties of null (reading 'boom')")
+			require.Contains(t, res.Stderr, "<cell-")
+			require.NotContains(t, res.Stderr, "driver.js")
+			require.NotContains(t, res.Stderr, "node:vm")
+			require.JSONEq(t, `""`, string(res.Value))
+			res = runJS(t, k, "let broken = ", 30*time.Second)
+			require.Equal(t, kernel.Failed, res.Status)
+			require.Contains(t, res.Stderr, "SyntaxError")
+			res = runJS(t, k, "throw 'a string'", 30*time.Second)
+			require.Equal(t, kernel.Failed, res.Status)
+			require.Contains(t, res.Stderr, "Uncaught 'a string'")
+			res = runJS(t, k, "Promise.reject(new RangeError('rejected'))", 30*time.Second)
+			require.Equal(t, kernel.Failed, res.Status)
+			require.Contains(t, res.Stderr, "RangeError: rejected")
+			require.JSONEq(t, `2`, string(ok(t, "x").Value), "an error keeps the state")
+		})
+
+		t.Run("top-level await", func(t *testing.T) {
+			res := ok(t, "const y = await new Promise(r => setTimeout(() => r(41), 10)); y")
+			require.JSONEq(t, `41`, string(res.Value))
+			require.JSONEq(t, `42`, string(ok(t, "y + 1").Value), "declarations of an awaiting cell stay")
+		})
+
+		t.Run("timeout", func(t *testing.T) {
+			for _, code := range []string{"while (true) {}", "await new Promise(() => {})"} {
+				res := runJS(t, k, code, time.Second)
+				require.Equal(t, kernel.Failed, res.Status, code)
+				require.True(t, res.TimedOut, code)
+				require.False(t, res.Restarted, code)
+				require.Contains(t, res.Stderr, "TimeoutError: the execution timed out after 1 seconds", code)
+				require.JSONEq(t, `2`, string(ok(t, "x").Value), "a timeout keeps the state")
+			}
+		})
+
+		t.Run("cancel", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan kernel.Result, 1)
+			go func() {
+				res, err := k.Execute(ctx, kernel.Request{Code: "require('fs').writeFileSync('waiting', ''); await new Promise(() => {})", Timeout: time.Minute})
+				require.NoError(t, err)
+				done <- res
+			}()
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(filepath.Join(k.DataDir(), "waiting"))
+				return err == nil
+			}, 30*time.Second, 10*time.Millisecond)
+			cancel()
+			res := <-done
+			require.Equal(t, kernel.Canceled, res.Status)
+			require.False(t, res.Restarted, "an awaiting cell is interrupted, not killed")
+			require.JSONEq(t, `2`, string(ok(t, "x").Value))
+		})
+
+		t.Run("limits", func(t *testing.T) {
+			// (gVisor has no /proc/self/limits: bash reports them, in KiB.)
+			res := ok(t, "require('child_process').execFileSync('/bin/bash', ['-c', 'ulimit -S -f; ulimit -H -f; ulimit -H -c'], {encoding: 'utf8'})")
+			kib := strconv.Itoa(testFileSize >> 10)
+			require.JSONEq(t, strconv.Quote(kib+"\n"+kib+"\n0\n"), string(res.Value))
+		})
+
+		t.Run("files", func(t *testing.T) {
+			res := ok(t, "const fs = require('fs'); fs.writeFileSync('from-node.txt', 'hi'); process.cwd()")
+			require.JSONEq(t, `"/mnt/data"`, string(res.Value))
+			b, err := os.ReadFile(filepath.Join(k.DataDir(), "from-node.txt"))
+			require.NoError(t, err)
+			require.Equal(t, "hi", string(b))
+			require.NoError(t, os.WriteFile(filepath.Join(k.DataDir(), "from-host.txt"), []byte("host"), 0o644))
+			require.JSONEq(t, `"host"`, string(ok(t, "fs.readFileSync('/mnt/data/from-host.txt', 'utf8')").Value))
+			res = runJS(t, k, "fs.writeFileSync('big', Buffer.alloc("+strconv.Itoa(testFileSize+1)+"))", 30*time.Second)
+			require.Equal(t, kernel.Failed, res.Status)
+			require.Contains(t, res.Stderr, "EFBIG")
+		})
+	})
+}
+
+// TestNodeKernelRestarts: code that blocks the event loop after an await
+// (beyond vm's watchdog) is killed after the grace period, and a heap past
+// the memory limit stops Node.js; both are restarted by the next execution
+// (files kept).
+func TestNodeKernelRestarts(t *testing.T) {
+	requireSandbox(t, true)
+	k := newKernel(t, sharedNode(t, nodeOptions(ModeBwrap)))
+	res := runJS(t, k, "require('fs').writeFileSync('kept', 'yes'); await null; while (true) {}", time.Second)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.True(t, res.TimedOut)
+	require.True(t, res.Restarted, "the kernel was killed")
+	res = runJS(t, k, "const a = []; while (true) a.push(new Array(1e7).fill(1))", time.Minute)
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "heap out of memory")
+	res = runJS(t, k, "require('fs').readFileSync('kept', 'utf8')", 30*time.Second)
+	require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+	require.True(t, res.Restarted)
+	require.JSONEq(t, `"yes"`, string(res.Value))
+}
+
+// TestNodeInheritedDescriptorsClosed: a descriptor the emulator holds
+// without close-on-exec never reaches the cells: only 0-4 and Node.js's own
+// (event loop, epoll, eventfd; low numbers) are open.
+func TestNodeInheritedDescriptorsClosed(t *testing.T) {
+	requireSandbox(t, true)
+	requireNode(t)
+	f, err := os.Open("/etc/hostname")
+	require.NoError(t, err)
+	defer f.Close()
+	// A high number, which the child's own descriptors (3, 4, then bwrap's)
+	// do not overwrite; dup2 leaves FD_CLOEXEC clear.
+	const leaked = 900
+	require.NoError(t, syscall.Dup2(int(f.Fd()), leaked))
+	defer syscall.Close(leaked)
+	e, err := New(Options{DataDir: testenv.DataDir(t), Ready: 0, Runtime: RuntimeNode})
+	require.NoError(t, err)
+	defer e.Close()
+	k := newKernel(t, e)
+	res := runJS(t, k, `const fs = require('fs'); const fds = {};
+for (const f of fs.readdirSync('/proc/self/fd')) { try { fds[f] = fs.readlinkSync('/proc/self/fd/' + f) } catch (e) {} }
+JSON.stringify(fds)`, 30*time.Second)
+	require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+	var s string
+	require.NoError(t, json.Unmarshal(res.Value, &s))
+	var fds map[string]string
+	require.NoError(t, json.Unmarshal([]byte(s), &fds))
+	require.NotContains(t, fds, strconv.Itoa(leaked), "an inherited descriptor reached user code")
+	for fd := range fds {
+		n, err := strconv.Atoi(fd)
+		require.NoError(t, err)
+		require.Less(t, n, 100, "descriptor %s (%s) reached user code", fd, fds[fd])
+	}
+}
