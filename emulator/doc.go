@@ -1,6 +1,7 @@
 // Package emulator is a local emulator of the Azure Container Apps dynamic
-// sessions pool management API: the built-in Python code interpreter, Shell
-// pools and custom-container pools.
+// sessions pool management API: the built-in Python code interpreter, the
+// JavaScript code interpreter (NodeLTS), Shell pools and custom-container
+// pools.
 //
 // One http.Handler serves every api-version of the data plane
 // (2024-02-02-preview and 2024-08-02-preview with the legacy,
@@ -252,4 +253,44 @@
 //	  routes                           (Learn shows 2025-02-02-preview); other .management
 //	                                   paths 404 RouteNotFound; listSessions' nextLink keeps
 //	                                   the api-version (Learn's example shows only skip)
+//
+// NodeLTS pools (PoolTypeNodeLTS: JavaScript in one Node.js process per
+// session). Learn's JavaScript tutorial shows one exchange (a legacy
+// execute of console.log: stdout "hello-world\n", executionResult "", the
+// legacy answer naming the value executionResult, with no $id), which the
+// emulator matches; the spec's metadata example is a Node pool whose
+// jupyterKernel is IJavascript (n-riesco/ijavascript, whose kernel nel runs
+// code with vm.runInThisContext). The rest is the emulator's guess:
+//
+//	behaviour                          what the emulator does (the emulator's guess)
+//	how a cell runs                    in the process's global context (vm.runInThisContext, as
+//	                                   nel does): var, let, const, function and class
+//	                                   declarations stay for the next executions; require
+//	                                   resolves from /mnt/data
+//	the value                          numbers, booleans and strings as JSON (NaN and infinities
+//	                                   null), undefined "" (the tutorial's console.log), null as
+//	                                   Python's None ("", null in Jupyter format), anything else
+//	                                   its util.inspect form (nel's text/plain); a Promise value
+//	                                   is awaited and its result is the value (as nel does)
+//	returnJupyterFormatExecution-      the util.inspect form ("'nan'" for the string "nan")
+//	  Result
+//	a top-level await                  allowed: the cell is rewritten as Node.js's REPL does
+//	                                   (its declarations hoisted, so they stay)
+//	an uncaught error                  status Failed, the stack in stderr without the emulator's
+//	                                   frames, no error object; an error thrown later by a timer
+//	                                   or promise a cell left running goes to stderr and does not
+//	                                   end the session
+//	a timeout                          synchronous code is stopped (vm's watchdog) and an awaited
+//	                                   promise no longer waited for (what it runs later keeps
+//	                                   running); variables kept; error {"code":"Timeout"} and
+//	                                   stderr "TimeoutError: the execution timed out after N
+//	                                   seconds". Code that blocks the event loop outside the
+//	                                   cell's own run (after an await) is killed after a grace
+//	                                   period and the process restarted (variables lost)
+//	the JavaScript heap                capped at the sandbox's memory limit; past it Node.js stops
+//	                                   ("JavaScript heap out of memory") and the next execution
+//	                                   restarts it
+//	metadata                           runtimes [{"name":"node","version":...}], no
+//	                                   preInstalledPackages, no jupyterKernel (no Jupyter kernel
+//	                                   runs)
 package emulator

@@ -191,7 +191,7 @@ func checkExecuteFields(f wire.Features, body []byte) *apiError {
 	case len(missing) > 0:
 		return badRequest("the request is missing the required field(s) %s", strings.Join(missing, ", "))
 	case len(shell) > 0:
-		return badRequest("%s: only Shell session pools take these fields; this pool runs Python", strings.Join(shell, ", "))
+		return badRequest("%s: only Shell session pools take these fields; this pool runs code", strings.Join(shell, ", "))
 	}
 	return nil
 }
@@ -427,6 +427,12 @@ func (h *Handler) writeExecution(c *call, e *execution, status int) {
 		if st != wire.StatusSucceeded {
 			word = wire.LegacyFailure
 			value = json.RawMessage("null")
+		}
+		if h.opt.PoolType == PoolTypeNodeLTS {
+			c.writeJSON(status, nodeLegacyResponse{Properties: nodeLegacyProps{
+				Status: word, Stdout: res.Stdout, Stderr: res.Stderr, ExecutionResult: value, ExecutionTimeInMilliseconds: ms,
+			}})
+			return
 		}
 		c.writeJSON(status, wire.LegacyExecuteResponse{ID: "1", Properties: wire.LegacyExecuteResultProps{
 			ID: "2", Status: word, Stdout: res.Stdout, Stderr: res.Stderr, Result: value, ExecutionTimeInMilliseconds: &ms,

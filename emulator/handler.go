@@ -119,8 +119,9 @@ type Options struct {
 	// execCommandAndArgs with stdin, run in the session's sandbox with
 	// /mnt/data as working directory, and answer the exit code as status).
 	// PoolTypeCustomContainer (every request outside .management/ is
-	// forwarded to ContainerCommand, run per session in its sandbox). NodeLTS
-	// is not emulated yet (New refuses it).
+	// forwarded to ContainerCommand, run per session in its sandbox), or
+	// PoolTypeNodeLTS (executions take JavaScript, run by an executor of
+	// SandboxRuntimeNode).
 	PoolType string
 	// ContainerCommand is what a CustomContainer pool runs in each new
 	// session's sandbox (with /bin/sh -c, working directory /mnt/data):
@@ -250,6 +251,9 @@ func NewHandler(opt Options) (*Handler, error) {
 		return nil, errors.New("emulator: negative limit in Options")
 	}
 	if err := checkPoolType(opt.PoolType); err != nil {
+		return nil, err
+	}
+	if err := checkExecutorRuntime(opt.PoolType, opt.Executor.Info()); err != nil {
 		return nil, err
 	}
 	if err := checkContainerOptions(&opt); err != nil {

@@ -93,14 +93,18 @@ func baseURL(r *http.Request) string {
 	return "http://" + r.Host
 }
 
-// metadata serves GET metadata from Executor.Info: runtimes (python and its
-// version), preInstalledPackages (the packages found), jupyterKernel (IPython
+// metadata serves GET metadata from Executor.Info: runtimes (python or node
+// and its version), preInstalledPackages (the packages found), jupyterKernel (IPython
 // when found), createdAt and lastUpdatedAt (when the handler started).
 func (h *Handler) metadata(c *call) *apiError {
 	info := h.exec.Info()
 	md := wire.Metadata{Runtimes: []wire.NameVersion{}, PreInstalledPackages: []wire.NameVersion{}, CreatedAt: &h.started, LastUpdatedAt: &h.started}
 	if info.PythonVersion != "" {
 		md.Runtimes = append(md.Runtimes, wire.NameVersion{Name: "python", Version: info.PythonVersion})
+	}
+	if info.NodeVersion != "" {
+		// As the spec's SessionPoolMetadata_Get.json example (a Node pool) names it.
+		md.Runtimes = append(md.Runtimes, wire.NameVersion{Name: "node", Version: info.NodeVersion})
 	}
 	for name, v := range info.Packages {
 		md.PreInstalledPackages = append(md.PreInstalledPackages, wire.NameVersion{Name: name, Version: v})

@@ -3,7 +3,9 @@ package emulator
 import "github.com/azsessions/azsessions/internal/sandbox"
 
 // SandboxOptions configures NewSandboxExecutor: Python (the interpreter, ""
-// for the system python3), Mode (SandboxBwrap, the default, SandboxGvisor or
+// for the system python3), Runtime (SandboxRuntimePython, the default, or
+// SandboxRuntimeNode for NodeLTS pools) and Node (its executable, "" for
+// /usr/bin/node or node on PATH), Mode (SandboxBwrap, the default, SandboxGvisor or
 // SandboxNone),
 // DataDir (where the kernels' data directories go; "" for a temporary
 // directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
@@ -49,8 +51,9 @@ var ErrNoBubblewrap = sandbox.ErrNoBubblewrap
 // emulator must run as root).
 var ErrNoGvisor = sandbox.ErrNoGvisor
 
-// NewSandboxExecutor returns an Executor that runs real Python: one
-// long-lived interpreter (IPython when installed) per session, isolated with
+// NewSandboxExecutor returns an Executor that runs real Python (or, with
+// SandboxRuntimeNode, JavaScript in Node.js): one long-lived interpreter
+// (IPython when installed; a Node.js process) per session, isolated with
 // bubblewrap (or gVisor, SandboxGvisor), with the session's data directory
 // mounted at /mnt/data. The error wraps ErrNoBubblewrap when bwrap is needed
 // and missing, ErrNoGvisor when runsc is; it is also an error when the

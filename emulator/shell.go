@@ -27,12 +27,10 @@ const (
 // checkPoolType validates Options.PoolType.
 func checkPoolType(t string) error {
 	switch t {
-	case "", PoolTypePythonLTS, PoolTypeShell, PoolTypeCustomContainer:
+	case "", PoolTypePythonLTS, PoolTypeShell, PoolTypeCustomContainer, PoolTypeNodeLTS:
 		return nil
-	case "NodeLTS":
-		return fmt.Errorf("emulator: pool type %s is not emulated yet (PythonLTS, Shell and CustomContainer are)", t)
 	}
-	return fmt.Errorf("emulator: unknown pool type %q (PythonLTS, Shell or CustomContainer)", t)
+	return fmt.Errorf("emulator: unknown pool type %q (PythonLTS, NodeLTS, Shell or CustomContainer)", t)
 }
 
 // shellParams decodes the Shell fields of a flat execution request on a

@@ -90,8 +90,8 @@ func TestShellPoolRefusesPython(t *testing.T) {
 			require.Equal(t, "SessionRequestValidationFailed", got.Header().Get("x-ms-error-code"))
 		})
 	}
-	_, err = emulator.NewHandler(emulator.Options{Executor: emulator.ScriptedExecutor(nil), PoolType: "NodeLTS"})
-	require.ErrorContains(t, err, "not emulated yet")
+	_, err = emulator.NewHandler(emulator.Options{Executor: emulator.ScriptedExecutor(nil), PoolType: "Perl"})
+	require.ErrorContains(t, err, "unknown pool type")
 }
 
 // TestExecuteShellAgainstEmulator: the client's ExecuteShell against a Shell

@@ -106,6 +106,7 @@ type config struct {
 	containerCommand, containerDir                            string
 	targetPort                                                int
 	containerStartTimeout                                     time.Duration
+	node                                                      string // -node
 	preload                                                   []string
 	cooldown, maxExecutionTime                                time.Duration
 	maxSessions, outputMaxLength, ready                       int
@@ -121,13 +122,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("azsessions-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen `address` (port 0 picks a free one)")
-	fs.StringVar(&c.poolType, "pool-type", emulator.PoolTypePythonLTS, "kind of session pool: PythonLTS (Python code interpreter), Shell (shellCommand/execCommandAndArgs in the sandbox, exit code as status) or CustomContainer (every request goes to -container-command, run per session)")
+	fs.StringVar(&c.poolType, "pool-type", emulator.PoolTypePythonLTS, "kind of session pool: PythonLTS (Python code interpreter), NodeLTS (JavaScript code interpreter: Node.js), Shell (shellCommand/execCommandAndArgs in the sandbox, exit code as status) or CustomContainer (every request goes to -container-command, run per session)")
 	fs.StringVar(&c.containerCommand, "container-command", "", "CustomContainer: the `command` each session runs in its sandbox (/bin/sh -c, in /mnt/data): an HTTP server listening on -target-port")
 	fs.IntVar(&c.targetPort, "target-port", 0, "CustomContainer: the `port` -container-command listens on, inside the sandbox")
 	fs.StringVar(&c.containerDir, "container-dir", "", "CustomContainer: a `directory` whose files are copied into each new session's /mnt/data before the command starts (the image's files)")
 	fs.DurationVar(&c.containerStartTimeout, "container-start-timeout", emulator.DefaultContainerStartTimeout, "CustomContainer: how long a new session's command may take to listen (then 504)")
 	fs.StringVar(&c.sandbox, "sandbox", emulator.SandboxBwrap, "isolation: bwrap, gvisor (gVisor's user-space kernel: needs runsc and root; slower starts), or none (no isolation: only for trusted code)")
 	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
+	fs.StringVar(&c.node, "node", "", "Node.js `executable` of -pool-type NodeLTS (default: /usr/bin/node, else node on PATH)")
 	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
 	fs.IntVar(&c.maxSessions, "max-sessions", 0, fmt.Sprintf("live sessions in the pool; one more gets 404 (default, or 0: as many sandboxes as fit in -max-memory and -max-disk, at most %d)", emulator.DefaultMaxSessions))
 	fs.DurationVar(&c.maxExecutionTime, "max-execution-time", emulator.DefaultMaxExecutionTime, "cap on one execution")
@@ -159,11 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	// The pool type is checked before any sandbox starts.
 	switch c.poolType {
-	case emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer:
-	case "NodeLTS":
-		return c, fmt.Errorf("-pool-type %s is not emulated yet (%s, %s and %s are)", c.poolType, emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer)
+	case emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer, emulator.PoolTypeNodeLTS:
 	default:
-		return c, fmt.Errorf("-pool-type must be %s, %s or %s", emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer)
+		return c, fmt.Errorf("-pool-type must be %s, %s, %s or %s", emulator.PoolTypePythonLTS, emulator.PoolTypeNodeLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer)
 	}
 	if c.poolType == emulator.PoolTypeCustomContainer {
 		if strings.TrimSpace(c.containerCommand) == "" || c.targetPort < 1 || c.targetPort > 65535 {
@@ -239,8 +239,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	if c.requireToken && c.token == "" {
 		log.Warn("-require-token without " + tokenEnv + ": any bearer token is accepted")
 	}
+	runtime := emulator.SandboxRuntimePython
+	if c.poolType == emulator.PoolTypeNodeLTS {
+		runtime = emulator.SandboxRuntimeNode
+	}
 	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{
-		Python: c.python, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
+		Python: c.python, Runtime: runtime, Node: c.node, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
 		MemoryLimitBytes: int64(c.memoryLimit), Preload: c.preload, Logger: log,
 		CPUs: c.cpus, MaxTotalMemoryBytes: int64(c.maxMemory), MaxTotalDiskBytes: int64(c.maxDisk), SandboxUser: c.sandboxUser,
 	})
@@ -322,8 +326,13 @@ func maxSessions(flagValue int, ex emulator.Executor) int {
 // -require-token accepts.
 const tokenEnv = "AZSESSIONS_EMULATOR_TOKEN"
 
-// logInfo logs the interpreter and which of the usual packages it has.
+// logInfo logs the interpreter and which of the usual packages it has
+// (Python), or Node.js's version.
 func logInfo(log *slog.Logger, info emulator.Info) {
+	if info.NodeVersion != "" {
+		log.Info("node", "interpreter", info.Interpreter, "version", info.NodeVersion, "sandbox", info.Sandbox)
+		return
+	}
 	attrs := []any{"interpreter", info.Interpreter, "python", info.PythonVersion, "sandbox", info.Sandbox}
 	var missing []string
 	for _, p := range []string{"ipython", "numpy", "pandas", "matplotlib"} {

@@ -48,8 +48,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-preload", "numpy, pandas,matplotlib"}, "", func(t *testing.T, c config) {
 			require.Equal(t, []string{"numpy", "pandas", "matplotlib"}, c.preload)
 		}},
-		{[]string{"-pool-type", "NodeLTS"}, "-pool-type NodeLTS is not emulated yet", nil},
-		{[]string{"-pool-type", "Perl"}, "-pool-type must be PythonLTS, Shell or CustomContainer", nil},
+		{[]string{"-pool-type", "Perl"}, "-pool-type must be PythonLTS, NodeLTS, Shell or CustomContainer", nil},
+		{[]string{"-pool-type", "NodeLTS", "-node", "/opt/node/bin/node"}, "", func(t *testing.T, c config) {
+			require.Equal(t, "NodeLTS", c.poolType)
+			require.Equal(t, "/opt/node/bin/node", c.node)
+		}},
 		{[]string{"-pool-type", "CustomContainer"}, "needs -container-command and -target-port", nil},
 		{[]string{"-container-command", "x", "-target-port", "80"}, "need -pool-type CustomContainer", nil},
 		{[]string{"-pool-type", "CustomContainer", "-container-command", "python3 server.py", "-target-port", "8080", "-container-dir", "/srv"}, "", func(t *testing.T, c config) {
