@@ -29,6 +29,16 @@
 // Client.NewListSessionsPager, Client.GetMetadata) needs api-version
 // 2025-02-02-preview or later.
 //
+// # Session pool kinds
+//
+// Execute runs the language of the pool: Python on a PythonLTS pool (the
+// default kind), JavaScript on a NodeLTS pool (Node.js; a cell's
+// declarations stay for the next ones and its last expression's value is
+// Result). Images (Execution.Image) and ReturnJupyterFormatExecutionResult
+// are documented for Python pools only. Shell pools take
+// Session.ExecuteShell; custom-container pools forward any request to the
+// session's container through Session.Do.
+//
 // Custom-container pools: Session.Do sends any request to the session's
 // container; Session.Stop, Session.GetContainerSession and
 // Client.NewListContainerSessionsPager are the pool's own .management

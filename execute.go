@@ -220,6 +220,8 @@ type Image struct {
 
 // Image returns the image when Result is the service's image object
 // {"type":"image","format":"png","base64_data":"..."}; ok is false otherwise.
+// Images are documented for Python pools only (matplotlib figures); no
+// public source shows a NodeLTS pool returning one.
 func (e Execution) Image() (img Image, ok bool) {
 	if len(e.Result) == 0 || e.Result[0] != '{' {
 		return Image{}, false
@@ -273,7 +275,8 @@ type ExecuteOptions struct {
 	// I/O): a string comes back with its quotes ("'nan'" for the string
 	// "nan", see the spec example
 	// CodeExecution_Execute_Result_StringNaN_JupyterFormat.json), a float NaN
-	// as "nan", None still as null. Python pools only.
+	// as "nan", None still as null. Documented for Python pools only (what a
+	// NodeLTS pool answers is not; the emulator gives util.inspect's form).
 	ReturnJupyterFormatExecutionResult bool
 	// OperationID sets the execution's id, sent as the operation-id header on
 	// the executions contract (2024-10-02-preview and later); empty means a
@@ -364,7 +367,8 @@ func outcomeUnknown(ctx context.Context, operationID string, err error) error {
 	return &ExecutionOutcomeUnknownError{OperationID: operationID, Err: err}
 }
 
-// Execute runs Python code in the session and waits for it to finish.
+// Execute runs Python code in the session (JavaScript on a NodeLTS pool)
+// and waits for it to finish.
 //
 // REST: POST {endpoint}/executions (2024-10-02-preview and later; 200, or 202
 // then GET executions/{id} until done) or POST {endpoint}/code/execute (the
