@@ -321,6 +321,16 @@ func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverC
 		}
 		bind(p, p, false)
 	}
+	if e.nodeBind {
+		// The Node.js executable alone (node.go): a file mount point.
+		if err := dir(filepath.Dir(sandboxNode)); err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(filepath.Join(rootfs, sandboxNode), nil, 0o755); err != nil {
+			return fail(err)
+		}
+		bind(e.node, sandboxNode, false)
+	}
 	for _, d := range hiddenDirs {
 		if e.needsDir(d) {
 			continue

@@ -119,8 +119,9 @@ var preloadMessage = []byte(`{"preloaded"`)
 // startProc starts a driver on dataDir and waits until it is ready. Its
 // steps: the driver's configuration and limits (newDriverConfig,
 // procCgroup), environment (procEnv), pipes (openPipes), command line
-// (commandLine, running what driverArgv says, wrapped by cgroupWrap), the
-// process (procCommand, launch) and its readiness (awaitReady).
+// (commandLine, running what program says: driverArgv or nodeArgv,
+// wrapped by cgroupWrap), the process (procCommand, launch) and its
+// readiness (awaitReady).
 func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, error) {
 	cfg := e.newDriverConfig()
 	cg, err := e.procCgroup(role, &cfg)
@@ -142,7 +143,7 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if err != nil {
 		return fail(err)
 	}
-	args, gv, err := e.commandLine(dataDir, env, cfg, fds, e.driverArgv)
+	args, gv, err := e.commandLine(dataDir, env, cfg, fds, e.program())
 	if err != nil {
 		return fail(err)
 	}
@@ -224,7 +225,7 @@ func (e *Executor) procEnv() map[string]string {
 		"PYTHONDONTWRITEBYTECODE": "1",
 		"PATH":                    "/usr/local/bin:/usr/bin:/bin",
 	}
-	if d := filepath.Dir(e.python); !underSystemDirs(d) {
+	if d := filepath.Dir(e.python); e.python != "" && !underSystemDirs(d) {
 		env["PATH"] = d + ":" + env["PATH"]
 	}
 	return env
@@ -507,6 +508,10 @@ func (e *Executor) bwrapArgs(dataDir string, env map[string]string) []string {
 	for _, p := range e.binds {
 		a = append(a, "--ro-bind", p, p)
 	}
+	if e.nodeBind {
+		// The Node.js executable alone (node.go), not its directory.
+		a = append(a, "--ro-bind", e.node, sandboxNode)
+	}
 	// Directories of /usr that Python does not need are hidden behind an
 	// empty read-only tmpfs (unless the interpreter lives there).
 	for _, d := range hiddenDirs {
@@ -595,6 +600,7 @@ type sysFile struct{ host, sandbox string }
 func (e *Executor) sysFiles() ([]sysFile, error) {
 	out := []sysFile{
 		{filepath.Join(e.sysDir, "driver.py"), sandboxSys + "/driver.py"},
+		{filepath.Join(e.sysDir, "driver.js"), sandboxSys + "/driver.js"},
 		{filepath.Join(e.sysDir, "passwd"), "/etc/passwd"},
 		{filepath.Join(e.sysDir, "group"), "/etc/group"},
 		{filepath.Join(e.sysDir, "hosts"), "/etc/hosts"},

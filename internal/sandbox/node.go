@@ -136,6 +136,15 @@ func (e *Executor) sandboxName() string {
 	return "bubblewrap"
 }
 
+// program is what the executor's kernels run: driver.py, or driver.js
+// for RuntimeNode.
+func (e *Executor) program() programArgs {
+	if e.opts.Runtime == RuntimeNode {
+		return e.nodeArgv
+	}
+	return e.driverArgv
+}
+
 // nodeArgv runs driver.js: the wrapper script, node and its flags, the
 // driver and its configuration as argv[2]. sysDir is where the executor's
 // files are seen (e.sysDir in mode none, sandboxSys in a sandbox).

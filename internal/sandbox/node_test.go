@@ -272,3 +272,38 @@ JSON.stringify(fds)`, 30*time.Second)
 		require.Less(t, n, 100, "descriptor %s (%s) reached user code", fd, fds[fd])
 	}
 }
+
+// TestNodeOutsideSystemDirs: a Node.js executable outside the directories
+// the sandbox shows (here a hard link in a temporary directory, as
+// /usr/local/bin/node would be) is bound into the sandbox alone, at
+// /opt/azsessions/node; its host directory stays invisible.
+func TestNodeOutsideSystemDirs(t *testing.T) {
+	requireNode(t)
+	real, err := filepath.EvalSymlinks(nodePath(t))
+	require.NoError(t, err)
+	hostDir := filepath.Join(testenv.DataDir(t), "node-bin")
+	require.NoError(t, os.Mkdir(hostDir, 0o755))
+	bin := filepath.Join(hostDir, "node")
+	if err := os.Link(real, bin); err != nil {
+		t.Skipf("cannot hard-link %s into %s: %v", real, hostDir, err)
+	}
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		opts.Runtime, opts.Node, opts.Ready, opts.DataDir = RuntimeNode, bin, 0, testenv.DataDir(t)
+		e, err := New(opts)
+		require.NoError(t, err)
+		defer e.Close()
+		require.Equal(t, bin, e.Info().Interpreter)
+		k := newKernel(t, e)
+		res := runJS(t, k, "[process.execPath, require('fs').existsSync("+strconv.Quote(hostDir)+")]", 30*time.Second)
+		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+		require.Equal(t, `[ '/opt/azsessions/node', false ]`, *res.Text)
+	})
+}
+
+// nodePath is the node on PATH.
+func nodePath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	require.NoError(t, err)
+	return p
+}
