@@ -205,6 +205,10 @@ func (s *session) containerTransport() (*http.Transport, error) {
 			// The caller's Accept-Encoding and the container's
 			// Content-Encoding pass through untouched.
 			DisableCompression: true,
+			// A container's answer headers are held in memory while they
+			// are read: the same bound as the emulator's own request
+			// headers, not the Transport's 10 MiB per request.
+			MaxResponseHeaderBytes: http.DefaultMaxHeaderBytes,
 		}
 	}
 	return s.transport, nil

@@ -567,3 +567,33 @@ func TestContainerStopEndsProxiedRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerHugeAnswerHeaders: a container's answer headers are bounded
+// (1 MiB, as the emulator's request headers): larger ones are 502
+// ContainerUnreachable instead of up to 10 MiB held per request.
+func TestContainerHugeAnswerHeaders(t *testing.T) {
+	cases := []struct {
+		name   string
+		bytes  int
+		status int
+	}{
+		{name: "small", bytes: 64 << 10, status: http.StatusOK},
+		{name: "over 1 MiB", bytes: 2 << 20, status: http.StatusBadGateway},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newContainerEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				v := strings.Repeat("a", 1000)
+				for i := range tc.bytes / 1000 {
+					w.Header().Set(fmt.Sprintf("X-H%d", i), v)
+				}
+				w.WriteHeader(http.StatusOK)
+			}), emulator.Options{})
+			r := e.do(http.MethodGet, e.srv.URL+e.h.PoolPath()+"/h?identifier=headers-1", nil, nil)
+			require.Equal(t, tc.status, r.status, "%.200s", r.body)
+			if tc.status == http.StatusBadGateway {
+				requireError(t, r, http.StatusBadGateway, emulator.CodeContainerUnreachable)
+			}
+		})
+	}
+}

@@ -247,6 +247,8 @@
 //	  during a request                 (the container is stopped at once): one waiting for
 //	                                   its answer is 502 ContainerUnreachable, an upgraded
 //	                                   connection is closed
+//	custom containers: the answer's    at most 1 MiB (as the emulator's request headers); a
+//	  headers                          container's larger ones are 502 ContainerUnreachable
 //	custom containers: a missing       400 SessionRequestValidationFailed, as on every route
 //	  identifier
 //	custom containers: .management     POST only, api-version 2025-02-02-preview or later
