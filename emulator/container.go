@@ -148,7 +148,7 @@ func (h *Handler) matchContainer(r *http.Request, rest string) (*route, map[stri
 			return rt, params, version, nil
 		}
 	}
-	return nil, nil, version, errorf(http.StatusNotFound, CodeRouteNotFound, "api-version %s has no %s route at this path (a custom-container pool has POST .management/stopSession, getSession and listSessions on 2025-02-02-preview and later; every other path goes to the container)", version, r.Method)
+	return nil, nil, version, errorf(http.StatusNotFound, CodeRouteNotFound, "api-version %s has no %s route at this path (a custom-container pool has POST .management/stopSession, POST .management/getSession and POST .management/listSessions on 2025-02-02-preview and later; every other path goes to the container)", version, r.Method)
 }
 
 // getContainerSession serves POST .management/getSession: the SessionView

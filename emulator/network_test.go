@@ -50,6 +50,9 @@ func TestCheckListenAddr(t *testing.T) {
 			require.ErrorIs(t, err, emulator.ErrNotLoopback)
 			require.ErrorContains(t, err, "-require-token")
 			require.ErrorContains(t, err, "AZSESSIONS_EMULATOR_TOKEN")
+			if a.IP.IsUnspecified() { // Go shows 0.0.0.0 as [::]: say what it means
+				require.ErrorContains(t, err, "(every interface)")
+			}
 		})
 	}
 }

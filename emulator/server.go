@@ -43,10 +43,15 @@ func CheckListenAddr(addr net.Addr, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("emulator: listen address %s: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("emulator: refusing to serve on %s: %w", addr, ErrNotLoopback)
+	where := addr.String()
+	if ip != nil && ip.IsUnspecified() {
+		where += " (every interface)"
+	}
+	return fmt.Errorf("emulator: refusing to serve on %s: %w", where, ErrNotLoopback)
 }
 
 // Start makes a Handler with opts and serves it on addr ("127.0.0.1:0" picks

@@ -216,6 +216,10 @@ func exitCode(err error) int {
 // error code and message without the request URL (which carries the session
 // identifier).
 func describe(err error) string {
+	var ce *contextError
+	if errors.As(err, &ce) {
+		return ce.context + ": " + describe(ce.err)
+	}
 	var cf *credentialFailure
 	if errors.As(err, &cf) {
 		return cf.Error()
@@ -247,12 +251,38 @@ func describe(err error) string {
 		if errors.As(ue.Err, &ne) && ne.Timeout() {
 			return "could not reach the service: timed out"
 		}
-		return "could not reach the service: " + redactURL(ue.Err.Error())
+		msg := "could not reach the service: " + redactURL(ue.Err.Error())
+		// the SDK's reason for not retrying (such as "nothing listens on
+		// 127.0.0.1:8080; is the emulator running?") follows the URL error
+		if _, why, ok := strings.Cut(err.Error(), " (not retried: "); ok {
+			msg += " (not retried: " + why
+		}
+		return msg
 	}
 	if errors.Is(err, context.Canceled) {
 		return "canceled"
 	}
 	return err.Error()
+}
+
+// contextError puts what the CLI knows (such as "no directory
+// /mnt/data/outputs in the session") before the service's answer.
+type contextError struct {
+	context string
+	err     error
+}
+
+func (e *contextError) Error() string { return e.context + ": " + e.err.Error() }
+func (e *contextError) Unwrap() error { return e.err }
+
+// azcoreStatus is the HTTP status of the service's answer in err, 0 when err
+// is not a service answer.
+func azcoreStatus(err error) int {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
 }
 
 // redactURL removes query strings from the URLs in s.

@@ -153,6 +153,8 @@ func (c *cli) exit(err error) int {
 			// a service message may quote the identifier
 			msg = strings.ReplaceAll(msg, c.session.Identifier(), "<identifier>")
 		}
+		// the SDK's own errors start with its package name: said once
+		msg = strings.TrimPrefix(msg, "azsessions: ")
 		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
 	}
 	if code == exitUsage {

@@ -100,6 +100,9 @@ azsessions exec --json 'x = 1' | jq .status`,
 			if *timeout < 0 || *timeout%time.Second != 0 {
 				return usageErrorf("--timeout must be a positive whole number of seconds, such as 30, 30s or 2m")
 			}
+			if *timeout > azsessions.DefaultExecutionTimeout {
+				return usageErrorf("--timeout %d is more than the service's cap, %d seconds", *timeout/time.Second, azsessions.DefaultExecutionTimeout/time.Second)
+			}
 			return c.execute(ctx, code, *timeout, *saveImages)
 		}
 	},
@@ -385,6 +388,9 @@ azsessions ls --json | jq -r '.[].name'`,
 				cctx, raw := capture(ctx)
 				page, err := pager.NextPage(cctx)
 				if err != nil {
+					if p != "" && azcoreStatus(err) == http.StatusNotFound {
+						return &contextError{context: "no directory " + path.Join(azsessions.DataDir, p) + " in the session", err: err}
+					}
 					return err
 				}
 				if c.json {

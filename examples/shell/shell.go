@@ -73,10 +73,10 @@ func run(ctx context.Context, endpoint string, out, logw io.Writer) (*report, er
 		rep.Results[st.name] = resp.ShellResult
 		fmt.Fprintf(out, "exit code %d\n", resp.ExitCode)
 		if resp.Stdout != "" {
-			fmt.Fprintf(out, "stdout:\n%s", resp.Stdout)
+			fmt.Fprintf(out, "stdout:\n%s", withNewline(resp.Stdout))
 		}
 		if resp.Stderr != "" {
-			fmt.Fprintf(out, "stderr:\n%s", resp.Stderr)
+			fmt.Fprintf(out, "stderr:\n%s", withNewline(resp.Stderr))
 		}
 	}
 	dl, err := s.DownloadFile(ctx, "sorted.csv", nil)
@@ -124,4 +124,13 @@ func connect(endpoint string, logw io.Writer) (*azsessions.Client, string, func(
 	}
 	desc := fmt.Sprintf("local emulator at %s (Shell: bash in each session's %s sandbox)", srv.Endpoint, executor.Info().Sandbox)
 	return client, desc, func() { _ = srv.Close() }, nil
+}
+
+// withNewline ends s with a newline, so that the next step's heading starts
+// its own line even after output such as printf's.
+func withNewline(s string) string {
+	if strings.HasSuffix(s, "\n") {
+		return s
+	}
+	return s + "\n"
 }
