@@ -792,10 +792,10 @@ func TestUnsupportedBeforeIO(t *testing.T) {
 		call   call
 		needed func(f featuresT) bool
 	}{
-		"Session.Get":    {func(ctx context.Context, c *Client) error { _, err := s(c).Get(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
-		"Session.Delete": {func(ctx context.Context, c *Client) error { _, err := s(c).Delete(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
-		"Session.Stop":   {func(ctx context.Context, c *Client) error { _, err := s(c).Stop(ctx, nil); return err }, func(f featuresT) bool { return f.StopSession }},
-		"GetMetadata":    {func(ctx context.Context, c *Client) error { _, err := c.GetMetadata(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
+		"Session.Get":                 {func(ctx context.Context, c *Client) error { _, err := s(c).Get(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
+		"Session.Delete":              {func(ctx context.Context, c *Client) error { _, err := s(c).Delete(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
+		"Session.Stop":                {func(ctx context.Context, c *Client) error { _, err := s(c).Stop(ctx, nil); return err }, func(f featuresT) bool { return f.StopSession }},
+		"GetMetadata":                 {func(ctx context.Context, c *Client) error { _, err := c.GetMetadata(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
 		"Session.GetContainerSession": {func(ctx context.Context, c *Client) error { _, err := s(c).GetContainerSession(ctx, nil); return err }, func(f featuresT) bool { return f.SessionManagement }},
 		"ListContainerSessions": {func(ctx context.Context, c *Client) error {
 			_, err := c.NewListContainerSessionsPager(nil).NextPage(ctx)

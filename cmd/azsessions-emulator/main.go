@@ -159,7 +159,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxGvisor && c.sandbox != emulator.SandboxNone {
 		return c, fmt.Errorf("-sandbox must be %s, %s or %s", emulator.SandboxBwrap, emulator.SandboxGvisor, emulator.SandboxNone)
 	}
-	// The pool type is checked before any sandbox starts.
+	// The pool type is checked before any sandbox starts; its case does not
+	// matter (the Azure resource's containerType is PascalCase).
+	for _, t := range []string{emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer, emulator.PoolTypeNodeLTS} {
+		if strings.EqualFold(c.poolType, t) {
+			c.poolType = t
+		}
+	}
 	switch c.poolType {
 	case emulator.PoolTypePythonLTS, emulator.PoolTypeShell, emulator.PoolTypeCustomContainer, emulator.PoolTypeNodeLTS:
 	default:
@@ -280,7 +286,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		}
 	}()
 	fmt.Fprintln(stdout, endpoint)
-	log.Info("serving", "endpoint", endpoint, "require_token", c.requireToken, "cooldown", c.cooldown, "max_sessions", c.maxSessions)
+	serving := []any{"endpoint", endpoint, "pool_type", c.poolType}
+	if c.poolType == emulator.PoolTypeCustomContainer {
+		serving = append(serving, "container_command", c.containerCommand, "target_port", c.targetPort)
+	}
+	log.Info("serving", append(serving, "require_token", c.requireToken, "cooldown", c.cooldown, "max_sessions", c.maxSessions)...)
 
 	var serveErr error
 	select {

@@ -62,6 +62,8 @@ func TestParseFlags(t *testing.T) {
 			require.Equal(t, []string{}, c.preload)
 		}},
 		{[]string{"-pool-type", "Shell"}, "", func(t *testing.T, c config) { require.Equal(t, "Shell", c.poolType) }},
+		{[]string{"-pool-type", "shell"}, "", func(t *testing.T, c config) { require.Equal(t, "Shell", c.poolType, "any case") }},
+		{[]string{"-pool-type", "nodelts"}, "", func(t *testing.T, c config) { require.Equal(t, "NodeLTS", c.poolType, "any case") }},
 		{[]string{"-preload", "none"}, "", func(t *testing.T, c config) {
 			require.NotNil(t, c.preload)
 			require.Empty(t, c.preload)
