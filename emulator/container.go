@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -298,8 +299,23 @@ func (h *Handler) proxyError(c *call, w http.ResponseWriter, r *http.Request, er
 	}
 	// Transport errors may quote the URL, whose query holds the identifier:
 	// neither the log nor the answer repeats them.
-	h.log.Warn("forwarding a request to a container failed", "port", h.opt.TargetPort, "err", redactURLError(err))
+	h.log.Warn("forwarding a request to a container failed", "port", h.opt.TargetPort, "err", redactContainerError(err, c.ident))
 	writeError(w, errorf(http.StatusBadGateway, CodeContainerUnreachable, "the request could not be forwarded to the session's container on port %d (it closed the connection or did not answer)", h.opt.TargetPort))
+}
+
+// quotedText is a Go-quoted string in an error's text.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactContainerError is err's text for the log without what the
+// container wrote: net/http's errors quote the bytes of a malformed answer,
+// which the container controls (it may echo the identifier it was sent), so
+// quoted text is dropped and any remaining identifier replaced.
+func redactContainerError(err error, ident string) string {
+	s := quotedText.ReplaceAllString(redactURLError(err), `"…"`)
+	if ident != "" {
+		s = strings.ReplaceAll(s, ident, "<identifier>")
+	}
+	return s
 }
 
 // redactURLError drops the URL of a *url.Error.

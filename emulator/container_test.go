@@ -597,3 +597,34 @@ func TestContainerHugeAnswerHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerGarbageAnswerNotLogged: a container that answers garbage
+// (here the identifier it was sent, as a status line) is 502
+// ContainerUnreachable, and neither the answer nor the emulator's log
+// repeats what it wrote: the transport's error quotes the container's bytes.
+func TestContainerGarbageAnswerNotLogged(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer string
+	}{
+		{name: "status line", answer: "%s\r\n\r\n"},
+		{name: "status code", answer: "HTTP/1.1 %s OK\r\n\r\n"},
+		{name: "header", answer: "HTTP/1.1 200 OK\r\n%s\r\n\r\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newContainerEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				_, _ = fmt.Fprintf(conn, tc.answer, r.URL.Query().Get("identifier"))
+			}), emulator.Options{})
+			r := e.do(http.MethodGet, e.srv.URL+e.h.PoolPath()+"/g?identifier=secret-ident-42", nil, nil)
+			requireError(t, r, http.StatusBadGateway, emulator.CodeContainerUnreachable)
+			require.NotContains(t, string(r.body), "secret-ident-42")
+			require.NotContains(t, e.logs.String(), "secret-ident-42")
+		})
+	}
+}
