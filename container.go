@@ -193,7 +193,7 @@ func (s *Session) GetContainerSession(ctx context.Context, options *GetContainer
 		return GetContainerSessionResponse{}, err
 	}
 	got, err := s.getHandleResponse(resp)
-	return GetContainerSessionResponse{SessionProperties: got.SessionProperties}, err
+	return GetContainerSessionResponse(got), err
 }
 
 // getContainerSessionCreateRequest builds POST {endpoint}/.management/getSession.
@@ -259,7 +259,7 @@ func (c *Client) NewListContainerSessionsPager(options *ListContainerSessionsOpt
 				return ListContainerSessionsResponse{}, wrapAuthError(err)
 			}
 			got, err := c.listSessionsHandleResponse(resp)
-			return ListContainerSessionsResponse{Sessions: got.Sessions, NextLink: got.NextLink}, err
+			return ListContainerSessionsResponse(got), err
 		},
 		Tracer: c.internal.Tracer(),
 	})
