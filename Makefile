@@ -31,8 +31,9 @@ test-inspector:
 	cd cmd/azsessions-mcp && AZSESSIONS_TEST_INSPECTOR=1 AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 15m -run 'TestInspectorCLI' -v .
 
 # lint runs staticcheck on the root module (clean as of 0.2.0). .ci/run runs
-# it after make test: 53 s with a warm cache on the 2-core machine under load
-# (the first run downloads and builds staticcheck through the module proxy).
+# it after make test: 24-43 s of CPU with a warm cache (53 s wall on the 2-core
+# machine under load, minutes when other jobs take the cores); the first run
+# downloads and builds staticcheck through the module proxy.
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
