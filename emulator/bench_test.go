@@ -126,15 +126,35 @@ func BenchmarkSandboxWarmExecute(b *testing.B) {
 // burst fits (by default they count each sandbox at its 1 GiB memory and
 // disk limits: about 11 sandboxes on a 24 GiB host; beyond them new sessions
 // are refused with 404, by design); every execution must succeed.
+//
+// Per backend (sandbox=bwrap, sandbox=gvisor; gvisor not with -short, and
+// only up to 20 at once: its sandboxes start several times slower).
 func BenchmarkSandboxFirstExecute(b *testing.B) {
+	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
+		b.Run("sandbox="+mode, func(b *testing.B) {
+			if mode == emulator.SandboxGvisor {
+				if testing.Short() {
+					b.Skip("-short: gvisor sandboxes start several times slower; make bench runs it")
+				}
+				testenv.NeedGvisor(b, "IPython", "numpy")
+			}
+			benchFirstExecute(b, mode)
+		})
+	}
+}
+
+func benchFirstExecute(b *testing.B, mode string) {
 	levels := []int{1}
 	if os.Getenv("AZSESSIONS_BENCH_LARGE") == "1" {
-		levels = append(levels, 20, 50, 100)
+		levels = append(levels, 20)
+		if mode != emulator.SandboxGvisor {
+			levels = append(levels, 50, 100)
+		}
 	}
 	for _, c := range levels {
 		b.Run(fmt.Sprintf("concurrent=%d", c), func(b *testing.B) {
 			const ready = 2
-			env := newSandboxEnvOpts(b, emulator.SandboxOptions{Python: testenv.Python, Ready: ready, MaxTotalMemoryBytes: -1, MaxTotalDiskBytes: -1})
+			env := newSandboxEnvOpts(b, emulator.SandboxOptions{Python: testenv.Python, Mode: mode, Ready: ready, MaxTotalMemoryBytes: -1, MaxTotalDiskBytes: -1})
 			ctx := context.Background()
 			var (
 				mu  sync.Mutex
