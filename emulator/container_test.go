@@ -303,7 +303,10 @@ func TestContainerColdStartAndStop(t *testing.T) {
 	require.Equal(t, int32(2), pc.starts.Load(), "a stopped session's identifier gets a new container")
 
 	// Idle past the cooldown: the janitor ends it (its container with it),
-	// and the identifier's next request cold-starts again.
+	// and the identifier's next request cold-starts again. The session is
+	// idle from the end of its last proxied request, which may come just
+	// after the client has the answer.
+	e.waitIdle()
 	e.clock.Advance(emulator.DefaultCooldown - time.Second)
 	require.Zero(t, e.h.Sweep(), "not idle for the whole cooldown yet")
 	e.clock.Advance(2 * time.Second)

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,6 +171,16 @@ type env struct {
 	clock  *fakeClock
 	script *script
 	logs   *syncBuffer
+	// serving counts the requests inside the handler (see waitIdle).
+	serving atomic.Int64
+}
+
+// waitIdle waits until no request is inside the handler: a client may have
+// its whole answer before the handler returns and releases its session
+// (a proxied request touches its session at that release).
+func (e *env) waitIdle() {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool { return e.serving.Load() == 0 }, time.Minute, time.Millisecond)
 }
 
 type syncBuffer struct {
@@ -198,7 +209,11 @@ func newEnv(t *testing.T, opt emulator.Options) *env {
 	h, err := emulator.NewHandler(opt)
 	require.NoError(t, err)
 	e.h = h
-	e.srv = httptest.NewServer(h)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.serving.Add(1)
+		defer e.serving.Add(-1)
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		e.srv.Close()
 		require.NoError(t, h.Close())
