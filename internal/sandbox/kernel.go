@@ -36,6 +36,15 @@ const (
 // (the kernel is treated as dead).
 const maxReplyBytes = 64 << 20
 
+// maxNodeReplyBytes bounds one protocol line of driver.js while a reply is
+// awaited: it has no figure, and its value and text are each capped at
+// max_value_chars (1 Mi UTF-16 units, at most 6 bytes each in JSON: \uXXXX),
+// so a real reply is under 13 MiB. A longer line is session code writing to
+// the reply descriptor (fd 4, or the gVisor socket), which would otherwise
+// make the emulator hold and answer up to 64 MiB (line, value and response:
+// ~200 MiB of emulator heap per request, charged to no sandbox).
+const maxNodeReplyBytes = 16 << 20
+
 // idleReplyBytes bounds a protocol line that arrives while no reply is
 // awaited (no cell running, kernel started): the only legitimate one is the
 // driver's "preloaded" message (a list of module names). Session code can
@@ -72,6 +81,9 @@ type proc struct {
 	wg      sync.WaitGroup
 	runner  string
 	nextID  int
+	// replyMax bounds a line read while a reply is awaited (maxReplyBytes,
+	// maxNodeReplyBytes for driver.js).
+	replyMax int
 
 	// preloaded is closed once the driver finished its background preload
 	// (at once when there is nothing to preload).
@@ -161,6 +173,10 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 
 		preloaded:   make(chan struct{}),
 		onPreloaded: e.checkPreloaded,
+		replyMax:    maxReplyBytes,
+	}
+	if e.opts.Runtime == RuntimeNode {
+		p.replyMax = maxNodeReplyBytes
 	}
 	if err := e.launch(p, append(fds.extra, pp.outW, pp.errW)); err != nil {
 		return fail(fmt.Errorf("start %s: %w", args[0], err))
@@ -641,7 +657,7 @@ func (p *proc) awaiting() chan struct{} {
 }
 
 // readReplies turns fd 4 into messages until it ends or breaks. A line is
-// held only while a reply is awaited (at most maxReplyBytes, one at a time:
+// held only while a reply is awaited (at most p.replyMax, one at a time:
 // msgs is unbuffered); without one, lines longer than idleReplyBytes are
 // discarded as they are read, and complete ones other than "preloaded" are
 // dropped.
@@ -654,14 +670,14 @@ func (p *proc) readReplies() {
 		for {
 			chunk, err := r.ReadSlice('\n')
 			if !discard {
-				limit := idleReplyBytes
-				if p.awaiting() != nil {
-					limit = maxReplyBytes
+				limit, awaited := idleReplyBytes, p.awaiting() != nil
+				if awaited {
+					limit = p.replyMax
 				}
 				switch {
 				case len(line)+len(chunk) <= limit:
 					line = append(line, chunk...)
-				case limit == maxReplyBytes:
+				case awaited:
 					return // broken protocol: treated as a dead kernel
 				default:
 					discard, line = true, nil // not a reply: skip to its end

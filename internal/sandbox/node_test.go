@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -306,4 +307,51 @@ func nodePath(t *testing.T) string {
 	p, err := exec.LookPath("node")
 	require.NoError(t, err)
 	return p
+}
+
+// TestNodeForgedReplyBounded (red team, NodeLTS): session code can write a
+// reply of its own to the driver's reply descriptor (fd 4; the protocol
+// socket on gVisor) with the running cell's id. driver.js's replies have no
+// figure and values capped at 1 Mi characters, yet the emulator took lines
+// of up to 64 MiB from it (the Python driver's bound, for PNGs) and answered
+// a forged 60 MiB executionResult (~400 MiB of emulator RSS after two
+// requests). A line past maxNodeReplyBytes is now a broken protocol: the
+// kernel is restarted and the forged value never reaches the Result. The
+// largest real reply (1 Mi control characters: 6 bytes each in JSON) still
+// passes.
+func TestNodeForgedReplyBounded(t *testing.T) {
+	forEachBackendAlone(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedNode(t, nodeOptions(opts.Mode)))
+		res := runJS(t, k, `'\x01'.repeat(2 << 20)`, time.Minute)
+		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+		var s string
+		require.NoError(t, json.Unmarshal(res.Value, &s))
+		require.Len(t, s, 1<<20)
+
+		// The driver pushes each request on its queue: that gives the id.
+		res = runJS(t, k, `const push = Array.prototype.push;
+Array.prototype.push = function (...a) {
+  if (a.length === 1 && a[0] !== null && typeof a[0] === 'object' && a[0].op === 'exec') globalThis.forgeID = a[0].id;
+  return push.apply(this, a);
+}; 1`, time.Minute)
+		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+		res = runJS(t, k, `const fs = require('fs');
+let fd = 4;
+for (const f of fs.readdirSync('/proc/self/fd')) {
+  try { if (fs.readlinkSync('/proc/self/fd/' + f).startsWith('socket:')) fd = Number(f); } catch (e) {}
+}
+let b = Buffer.from(JSON.stringify({id: globalThis.forgeID, ok: true, has_value: true, value: 'F'.repeat(20 << 20),
+  text: 'forged', timed_out: false, interrupted: false, duration_ms: 1, exit_code: null}) + '\n');
+while (b.length > 0) {
+  try { b = b.subarray(fs.writeSync(fd, b)); } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+}
+'real'`, time.Minute)
+		require.False(t, strings.Contains(string(res.Value), "FFFFFFFF"), "a forged reply past the bound was taken (%d bytes)", len(res.Value))
+		if res.Text != nil {
+			require.NotEqual(t, "forged", *res.Text, "a forged reply past the bound was taken")
+		}
+		res = runJS(t, k, `1 + 1`, time.Minute)
+		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+		require.JSONEq(t, "2", string(res.Value))
+	})
 }
