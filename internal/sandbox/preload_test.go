@@ -44,12 +44,12 @@ func TestBackgroundPreload(t *testing.T) {
 
 	t.Run("timeout while preloading", func(t *testing.T) {
 		k := newKernel(t, e)
-		start := time.Now()
-		res := runT(t, k, "import time\ntime.sleep(30)", time.Second)
+		// an hour: a cell the driver did not interrupt would be killed after
+		// the grace (Restarted) or hold the test; no duration is asserted
+		res := runT(t, k, "import time\ntime.sleep(3600)", time.Second)
 		require.Equal(t, kernel.Failed, res.Status, res.Stderr)
 		require.True(t, res.TimedOut)
 		require.False(t, res.Restarted, "the driver itself must stop the cell: %s", res.Stderr)
-		require.Less(t, time.Since(start), 10*time.Second)
 		res = requireOK(t, k, "import pandas, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
 		require.Contains(t, string(res.Value), `"image"`)
 	})
