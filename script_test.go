@@ -37,17 +37,24 @@ var cells = map[string]cell{
 		v["x"] = 1
 		return printed("1\n")(ctx, v)
 	},
-	"c":            read("c", 0),
-	"x + 1":        read("x", 1),
-	"c = c + 1\nc": increment("c"),
-	"time.sleep(0.3)\nprint('long')\n6 * 7": func(ctx context.Context, _ map[string]int) emulator.ExecutionResult {
+	"c":                                     read("c", 0),
+	"x + 1":                                 read("x", 1),
+	"c = c + 1\nc":                          increment("c"),
+	"time.sleep(0.3)\nprint('long')\n6 * 7": sleeping(300 * time.Millisecond),
+	"time.sleep(3)\nprint('long')\n6 * 7":   sleeping(3 * time.Second),
+}
+
+// sleeping is a cell that runs for d (unless the execution's timeout ends
+// it first), prints "long" and has the value 42.
+func sleeping(d time.Duration) cell {
+	return func(ctx context.Context, _ map[string]int) emulator.ExecutionResult {
 		select {
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(d):
 		case <-ctx.Done(): // the execution's timeout: the emulator reports it
 			return emulator.ExecutionResult{Status: emulator.Failed, Stderr: "TimeoutError\n"}
 		}
 		return withValue(printed("long\n")(nil, nil), 42)
-	},
+	}
 }
 
 func value(n int) cell {
