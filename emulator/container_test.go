@@ -478,13 +478,7 @@ func TestContainerProxyUpgrade(t *testing.T) {
 		defer conn.Close()
 		_, _ = io.Copy(conn, brw)
 	}), emulator.Options{})
-	u, err := url.Parse(e.srv.URL)
-	require.NoError(t, err)
-	c, err := net.Dial("tcp", u.Host)
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = fmt.Fprintf(c, "GET %s/ws?identifier=upgrade-1 HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", e.h.PoolPath(), u.Host)
-	require.NoError(t, err)
+	c := rawGet(t, e, "/ws?identifier=upgrade-1", true)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
@@ -496,6 +490,25 @@ func TestContainerProxyUpgrade(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, msg, got)
 	}
+}
+
+// rawGet sends GET {pool}{pathQuery} on a new connection, asking for the
+// "echo" protocol upgrade when upgrade is set, and returns the connection
+// (closed at the end of the test) for the caller to read the answer.
+func rawGet(t *testing.T, e *env, pathQuery string, upgrade bool) net.Conn {
+	t.Helper()
+	u, err := url.Parse(e.srv.URL)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	hdr := ""
+	if upgrade {
+		hdr = "Connection: Upgrade\r\nUpgrade: echo\r\n"
+	}
+	_, err = fmt.Fprintf(c, "GET %s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n", e.h.PoolPath(), pathQuery, u.Host, hdr)
+	require.NoError(t, err)
+	return c
 }
 
 // TestContainerStopEndsProxiedRequests: stopSession ends the session's
@@ -531,17 +544,7 @@ func TestContainerStopEndsProxiedRequests(t *testing.T) {
 				entered <- struct{}{}
 				_, _ = io.Copy(io.Discard, brw) // until the emulator closes it
 			}), emulator.Options{})
-			u, err := url.Parse(e.srv.URL)
-			require.NoError(t, err)
-			c, err := net.Dial("tcp", u.Host)
-			require.NoError(t, err)
-			defer c.Close()
-			hdr := ""
-			if tc.upgrade {
-				hdr = "Connection: Upgrade\r\nUpgrade: echo\r\n"
-			}
-			_, err = fmt.Fprintf(c, "GET %s/held?identifier=held-1 HTTP/1.1\r\nHost: %s\r\n%s\r\n", e.h.PoolPath(), u.Host, hdr)
-			require.NoError(t, err)
+			c := rawGet(t, e, "/held?identifier=held-1", tc.upgrade)
 			<-entered
 
 			stop := e.do(http.MethodPost, e.url(".management/stopSession", qv("2025-02-02-preview", "held-1")), nil, nil)
