@@ -270,14 +270,21 @@ func (cp *containerProxy) accept(ln *net.UnixListener, sock string, p *proc) {
 }
 
 // copyIn copies the regular files and directories of src into the data
-// directory, owned by the sandbox user; nothing outside the data directory
-// is written (os.Root), symbolic links and special files are skipped.
+// directory, owned by the sandbox user; nothing outside src is read and
+// nothing outside the data directory is written (both through os.Root, so
+// a symbolic link swapped in during the walk is not followed out), symbolic
+// links and special files are skipped.
 func (k *Kernel) copyIn(src string) error {
 	root, err := os.OpenRoot(k.dataDir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	srcRoot, err := os.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer srcRoot.Close()
 	id := k.e.id
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -297,7 +304,7 @@ func (k *Kernel) copyIn(src string) error {
 			}
 			return nil
 		case d.Type().IsRegular():
-			in, err := os.Open(path)
+			in, err := srcRoot.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 			if err != nil {
 				return err
 			}
