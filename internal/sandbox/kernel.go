@@ -194,7 +194,7 @@ func (e *Executor) newDriverConfig() driverConfig {
 		MaxFileSize:   e.opts.MaxFileSizeBytes,
 		Memory:        e.opts.MemoryLimitBytes,
 		Preload:       e.opts.Preload,
-		MaxValueChars: 1 << 20,
+		MaxValueChars: maxValueChars,
 		NoIPython:     e.opts.noIPython,
 	}
 	if e.opts.noPreload {
@@ -1002,6 +1002,45 @@ type execReply struct {
 
 var emptyValue = json.RawMessage(`""`)
 
+// maxValueChars caps a value's text, and a string value, in characters
+// (Unicode code points; driver.js counts UTF-16 units, never fewer): the
+// drivers' max_value_chars.
+const maxValueChars = 1 << 20
+
+// maxScalarValueBytes bounds the JSON of a value that is neither a string
+// nor a figure (null, a boolean, a number: at most a few thousand digits).
+const maxScalarValueBytes = 64 << 10
+
+// replyWithinContract reports whether rep is a reply the drivers can write:
+// a text and a string value of at most maxValueChars characters, a number
+// of a bounded length, and an object only as a figure. Anything else was
+// written to the reply descriptor by session code (a forged reply up to
+// the line bound, answered as the cell's value, would hold and send tens
+// of MiB per request): Execute treats it as a broken protocol.
+func replyWithinContract(rep execReply) bool {
+	if rep.Text != nil && utf8.RuneCountInString(*rep.Text) > maxValueChars {
+		return false
+	}
+	v := bytes.TrimSpace(rep.Value)
+	if len(v) == 0 {
+		return true
+	}
+	switch v[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(v, &s) == nil && utf8.RuneCountInString(s) <= maxValueChars
+	case '{':
+		var img struct {
+			Type string `json:"type"`
+		}
+		return json.Unmarshal(v, &img) == nil && img.Type == "image"
+	case '[':
+		return false
+	default:
+		return len(v) <= maxScalarValueBytes
+	}
+}
+
 // Execute runs one cell. req.Timeout <= 0 means no timeout (ctx still
 // applies); req.OutputMaxLength <= 0 means 4096 characters and is capped at
 // 1 Mi characters. A Python error or a timeout is a Result with Status Failed (TimedOut set for a timeout), a
@@ -1205,6 +1244,9 @@ func (x *execution) replied(rep execReply) (kernel.Result, error) {
 		}
 	}
 	wait.Stop()
+	if !replyWithinContract(rep) {
+		return x.killAndRestart("The kernel's reply broke the driver's protocol (a value or text past its cap, written by the cell to the reply descriptor)")
+	}
 	x.res.Duration = time.Duration(rep.DurationMS * float64(time.Millisecond))
 	x.res.TimedOut = rep.TimedOut
 	x.res.ExitCode = rep.ExitCode

@@ -355,3 +355,70 @@ while (b.length > 0) {
 		require.JSONEq(t, "2", string(res.Value))
 	})
 }
+
+// TestReplyWithinContract: the replies the drivers can write pass; a text
+// or string value past maxValueChars characters, a huge number, or an
+// object that is not a figure is session code's own reply.
+func TestReplyWithinContract(t *testing.T) {
+	str := func(s string) *string { return &s }
+	quoted := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+	cases := []struct {
+		name string
+		rep  execReply
+		ok   bool
+	}{
+		{name: "no value", rep: execReply{}, ok: true},
+		{name: "null", rep: execReply{Value: json.RawMessage(`null`)}, ok: true},
+		{name: "number", rep: execReply{Value: json.RawMessage(`42`), Text: str("42")}, ok: true},
+		{name: "string at the cap", rep: execReply{Value: quoted(strings.Repeat("é", maxValueChars)), Text: str(strings.Repeat("é", maxValueChars))}, ok: true},
+		{name: "control characters at the cap", rep: execReply{Value: quoted(strings.Repeat("\x01", maxValueChars))}, ok: true},
+		{name: "figure", rep: execReply{Value: json.RawMessage(`{"type":"image","format":"png","base64_data":"` + strings.Repeat("A", 8<<20) + `"}`)}, ok: true},
+		{name: "string past the cap", rep: execReply{Value: quoted(strings.Repeat("F", maxValueChars+1))}},
+		{name: "text past the cap", rep: execReply{Value: json.RawMessage(`1`), Text: str(strings.Repeat("F", maxValueChars+1))}},
+		{name: "huge number", rep: execReply{Value: json.RawMessage(strings.Repeat("9", maxScalarValueBytes+1))}},
+		{name: "object that is not a figure", rep: execReply{Value: json.RawMessage(`{"type":"text","x":"forged"}`)}},
+		{name: "array", rep: execReply{Value: json.RawMessage(`["forged"]`)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.ok, replyWithinContract(tc.rep))
+		})
+	}
+}
+
+// TestPythonForgedReplyBounded (PythonLTS, the Python analogue of
+// TestNodeForgedReplyBounded): session code writes, to the driver's reply
+// descriptor, a reply with the running cell's id and a 20 Mi-character
+// value — under the line bound kept for figures (64 MiB) but past the
+// driver's 1 Mi-character cap. Without the contract check it was the
+// cell's Result (sent back by the emulator as executionResult); now the
+// kernel is restarted and the forged value never reaches the Result.
+func TestPythonForgedReplyBounded(t *testing.T) {
+	forEachBackendAlone(t, func(t *testing.T, opts Options) {
+		k := newKernel(t, sharedFor(t, opts))
+		// The cell finds the running request's id in the driver's frames
+		// and writes through the driver's own reply function (its lock
+		// keeps the background preload's message from splitting the line).
+		res := runT(t, k, `import sys
+mid = None
+for f in sys._current_frames().values():
+    while f is not None:
+        m = f.f_locals.get("msg")
+        if isinstance(m, dict) and m.get("op") == "exec":
+            mid, reply = m["id"], f.f_globals["reply"]
+        f = f.f_back
+assert mid is not None, "no request found"
+reply({"id": mid, "ok": True, "has_value": True, "value": "F" * (20 << 20), "text": "forged",
+    "timed_out": False, "interrupted": False, "duration_ms": 1, "exit_code": None})
+mid`, 2*time.Minute)
+		require.Equal(t, kernel.Failed, res.Status, "the forged reply was taken as the cell's")
+		require.True(t, res.Restarted)
+		require.NotContains(t, string(res.Value), "FFFFFFFF", "a forged reply past the value cap was taken (%d bytes)", len(res.Value))
+		if res.Text != nil {
+			require.NotEqual(t, "forged", *res.Text, "a forged reply past the value cap was taken")
+		}
+		res = run(t, k, `1 + 1`)
+		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+		require.JSONEq(t, "2", string(res.Value))
+	})
+}
