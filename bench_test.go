@@ -206,7 +206,7 @@ func transferSizes() []int64 {
 
 // BenchmarkUpload streams a generated file to the fake, through the SDK and
 // as a raw multipart POST (b.SetBytes: compare MB/s). The SDK refuses files
-// over MaxUploadSize (128 MiB) before any I/O, so at 1 GiB only raw runs.
+// over MaxUploadBytes (128 MiB) before any I/O, so at 1 GiB only raw runs.
 func BenchmarkUpload(b *testing.B) {
 	srv := benchServer(b, azsessionstest.Options{Options: emulator.Options{MaxUploadBytes: 2 << 30}})
 	ctx := context.Background()
@@ -223,8 +223,8 @@ func BenchmarkUpload(b *testing.B) {
 			}
 		})
 		b.Run(sizeName(size)+"/sdk", func(b *testing.B) {
-			if size > azsessions.MaxUploadSize {
-				b.Skipf("the SDK refuses uploads over %d bytes (the service's limit) before any I/O", azsessions.MaxUploadSize)
+			if size > azsessions.MaxUploadBytes {
+				b.Skipf("the SDK refuses uploads over %d bytes (the service's limit) before any I/O", azsessions.MaxUploadBytes)
 			}
 			b.SetBytes(size)
 			for b.Loop() {

@@ -61,13 +61,19 @@ var (
 	ErrInvalidFileName = errors.New("azsessions: invalid file name")
 	// ErrUnsupported: the chosen api-version lacks the operation or option.
 	ErrUnsupported = errors.New("azsessions: not supported by this api-version")
-	// ErrFileTooLarge: the upload is larger than MaxUploadSize.
+	// ErrFileTooLarge: the upload is larger than MaxUploadBytes.
 	ErrFileTooLarge = errors.New("azsessions: file too large")
 )
 
-// MaxUploadSize is the service's upload limit in bytes (128 MiB); larger
+// MaxUploadBytes is the service's upload limit in bytes (128 MiB); larger
 // uploads are refused before sending when their size is known.
-const MaxUploadSize = 128 << 20
+const MaxUploadBytes = 128 << 20
+
+// MaxUploadSize is the former name of MaxUploadBytes.
+//
+// Deprecated: use MaxUploadBytes (the emulator's Options.MaxUploadBytes and
+// -max-upload-bytes use that name too).
+const MaxUploadSize = MaxUploadBytes
 
 // ClientOptions contains the optional parameters of NewClient and
 // NewClientWithNoCredential.

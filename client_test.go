@@ -149,6 +149,8 @@ func TestRequestHeaders(t *testing.T) {
 // TestAPIVersionConstants pins the public constants to the wire table.
 func TestAPIVersionConstants(t *testing.T) {
 	require.Equal(t, []string{"2024-02-02-preview", "2024-08-02-preview", "2024-10-02-preview", "2025-02-02-preview", "2025-10-02-preview"}, allVersions)
-	require.Equal(t, int64(128<<20), int64(MaxUploadSize))
+	require.Equal(t, int64(128<<20), int64(MaxUploadBytes))
+	// The deprecated name keeps its value.
+	require.Equal(t, int64(MaxUploadBytes), int64(MaxUploadSize))
 	require.Equal(t, "https://dynamicsessions.io/.default", DefaultScope)
 }

@@ -19,7 +19,7 @@ func TestConstantsMatchWire(t *testing.T) {
 		{APIVersion20250202Preview, wire.V20250202Preview},
 		{APIVersion20251002Preview, wire.V20251002Preview},
 		{DefaultAPIVersion, wire.DefaultVersion},
-		{int64(MaxUploadSize), int64(wire.MaxUploadBytes)},
+		{int64(MaxUploadBytes), int64(wire.MaxUploadBytes)},
 		{DataDir, wire.DataDir},
 		{string(ExecutionStatusNotStarted), wire.StatusNotStarted},
 		{string(ExecutionStatusRunning), wire.StatusRunning},

@@ -180,7 +180,7 @@ type UploadFileResponse struct {
 // never held in memory; content is rewound (Seek) for each retry, so it must
 // not be changed during the call. Errors: ErrInvalidFileName or
 // ErrUnsupported for the name, ErrFileTooLarge when the content is larger than
-// MaxUploadSize, all before any I/O; *azcore.ResponseError from the service
+// MaxUploadBytes, all before any I/O; *azcore.ResponseError from the service
 // (413 over the service's limit).
 func (s *Session) UploadFile(ctx context.Context, name string, content io.ReadSeeker, options *UploadFileOptions) (UploadFileResponse, error) {
 	const op = "Session.UploadFile"
@@ -229,8 +229,8 @@ func (s *Session) uploadFileCreateRequest(ctx context.Context, name string, cont
 	if err != nil {
 		return nil, err
 	}
-	if body.contentSize > MaxUploadSize {
-		return nil, fmt.Errorf("%w: %d bytes is over the service's limit of %d bytes", ErrFileTooLarge, body.contentSize, MaxUploadSize)
+	if body.contentSize > MaxUploadBytes {
+		return nil, fmt.Errorf("%w: %d bytes is over the service's limit of %d bytes", ErrFileTooLarge, body.contentSize, MaxUploadBytes)
 	}
 	req, err := s.client.newRequest(ctx, http.MethodPost, route, s.identifier, q)
 	if err != nil {
@@ -868,7 +868,7 @@ type UploadFileFromPathOptions struct {
 // api-versions), streamed from disk and never held in memory. Errors: an
 // empty localPath, a directory or another non-regular file, and the errors
 // of os.Open, before any I/O with the service; then those of UploadFile
-// (ErrFileTooLarge over MaxUploadSize, also before any I/O).
+// (ErrFileTooLarge over MaxUploadBytes, also before any I/O).
 func (s *Session) UploadFileFromPath(ctx context.Context, name, localPath string, options *UploadFileFromPathOptions) (UploadFileResponse, error) {
 	if options == nil {
 		options = &UploadFileFromPathOptions{}

@@ -94,14 +94,14 @@ func TestUploadStreamsLargeFile(t *testing.T) {
 	}
 }
 
-// hugeReader reports a size over MaxUploadSize and fails any read.
+// hugeReader reports a size over MaxUploadBytes and fails any read.
 type hugeReader struct{ off int64 }
 
 func (h *hugeReader) Read([]byte) (int, error) { return 0, errors.New("hugeReader must not be read") }
 func (h *hugeReader) Seek(offset int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekEnd:
-		h.off = MaxUploadSize + 1 + offset
+		h.off = MaxUploadBytes + 1 + offset
 	case io.SeekCurrent:
 		h.off += offset
 	default:
@@ -118,13 +118,13 @@ func TestUploadTooLargeBeforeIO(t *testing.T) {
 		p.requireNoIO(t)
 	}
 	// exactly the limit is fine as far as the client is concerned (the
-	// reader starts at an offset so that only MaxUploadSize bytes remain)
+	// reader starts at an offset so that only MaxUploadBytes bytes remain)
 	p := setup(t, APIVersion20251002Preview)
 	p.handle("POST /files", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 		writeError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "too large")
 	})
-	rd := testpayload.NewReader(MaxUploadSize + 10)
+	rd := testpayload.NewReader(MaxUploadBytes + 10)
 	_, err := rd.Seek(10, io.SeekStart)
 	require.NoError(t, err)
 	_, err = p.client.Session(testIdentifier).UploadFile(context.Background(), "x.bin", rd, nil)

@@ -251,7 +251,7 @@ func BenchmarkSandboxHotPath(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer k.Close()
-			kreq := emulator.ExecutionRequest{Code: "1+1", Timeout: 220 * time.Second, OutputMaxLength: emulator.DefaultOutputMaxLength}
+			kreq := emulator.ExecutionRequest{Code: "1+1", Timeout: 220 * time.Second, OutputStreamsMaxLength: emulator.DefaultOutputStreamsMaxLength}
 			hc := env.srv.Client()
 			url := env.srv.URL + env.h.PoolPath() + "/executions?api-version=" + azsessions.DefaultAPIVersion + "&identifier=bench-hot-path"
 			body := []byte(`{"codeInputType":"Inline","executionType":"Synchronous","code":"1+1","timeoutInSeconds":220}`)

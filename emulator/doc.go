@@ -90,7 +90,7 @@
 // directly in it).
 //
 // Limits: outputStreamsMaxLength (2025-10-02-preview) may be at most
-// MaxOutputMaxLength (1 Mi characters); a larger value is refused with 400
+// MaxOutputStreamsMaxLength (1 Mi characters); a larger value is refused with 400
 // SessionRequestValidationFailed, never clamped. Each session runs one
 // execution at a time and queues at most Options.MaxQueuedExecutions more
 // (default 32); beyond that 429 TooManyRequests with Retry-After: 1. An

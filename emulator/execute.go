@@ -106,7 +106,7 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 			return execParams{}, aerr
 		}
 	}
-	ep := execParams{code: p.Code, outputMax: h.opt.OutputMaxLength, jupyter: jupyter}
+	ep := execParams{code: p.Code, outputMax: h.opt.OutputStreamsMaxLength, jupyter: jupyter}
 	switch {
 	case p.ExecutionType == "" || strings.EqualFold(p.ExecutionType, wire.ExecutionSynchronous):
 	case strings.EqualFold(p.ExecutionType, wire.ExecutionAsynchronous):
@@ -137,8 +137,8 @@ func (h *Handler) parseExecute(c *call) (execParams, *apiError) {
 		if *outMax < 0 {
 			return execParams{}, badRequest("outputStreamsMaxLength must not be negative")
 		}
-		if *outMax > MaxOutputMaxLength {
-			return execParams{}, badRequest("outputStreamsMaxLength must be at most %d", MaxOutputMaxLength)
+		if *outMax > MaxOutputStreamsMaxLength {
+			return execParams{}, badRequest("outputStreamsMaxLength must be at most %d", MaxOutputStreamsMaxLength)
 		}
 		if *outMax > 0 {
 			ep.outputMax = int(*outMax)
@@ -252,7 +252,9 @@ func (h *Handler) execute(c *call) *apiError {
 	if !known {
 		h.pool.hold(s)
 		h.wg.Add(1)
-		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputMaxLength: ep.outputMax, Shell: ep.shell}, ep.outputMax)
+		// The deprecated OutputMaxLength is set too, for Executors that read it.
+		//lint:ignore SA1019 see above
+		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputStreamsMaxLength: ep.outputMax, OutputMaxLength: ep.outputMax, Shell: ep.shell}, ep.outputMax)
 	}
 	h.setOperationHeaders(c, id)
 	if ep.async {

@@ -151,7 +151,7 @@ func TestExecuteTimeout(t *testing.T) {
 }
 
 func TestExecuteOutputTruncation(t *testing.T) {
-	e := newEnv(t, emulator.Options{OutputMaxLength: 5})
+	e := newEnv(t, emulator.Options{OutputStreamsMaxLength: 5})
 	long := "ééééééééé" // 9 characters, 18 bytes
 	// The cap counts bytes (the service's 4096 was measured in bytes) and
 	// cuts at a character boundary: 5 bytes hold two "é".

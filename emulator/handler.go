@@ -25,11 +25,18 @@ const (
 	DefaultMaxSessions      = wire.DefaultMaxSessions
 	DefaultMaxExecutionTime = wire.MaxExecutionSeconds * time.Second
 	DefaultMaxUploadBytes   = wire.MaxUploadBytes
-	DefaultOutputMaxLength  = wire.DefaultOutputStreamsMaxLength
-	DefaultSubscriptionID   = "00000000-0000-0000-0000-000000000000"
-	DefaultResourceGroup    = "local"
-	DefaultPoolName         = "emulator"
-	DefaultSweepInterval    = time.Second
+	// DefaultOutputStreamsMaxLength is the output cap of Options, in
+	// characters (the service's default outputStreamsMaxLength).
+	DefaultOutputStreamsMaxLength = wire.DefaultOutputStreamsMaxLength
+	// DefaultOutputMaxLength is the former name of
+	// DefaultOutputStreamsMaxLength.
+	//
+	// Deprecated: use DefaultOutputStreamsMaxLength.
+	DefaultOutputMaxLength = DefaultOutputStreamsMaxLength
+	DefaultSubscriptionID  = "00000000-0000-0000-0000-000000000000"
+	DefaultResourceGroup   = "local"
+	DefaultPoolName        = "emulator"
+	DefaultSweepInterval   = time.Second
 	// DefaultListSessionsPageSize is the page size of GET listSessions.
 	DefaultListSessionsPageSize = 300
 	// DefaultMaxQueuedExecutions is how many executions may wait behind the
@@ -48,12 +55,16 @@ const (
 	// DefaultMaxBodyMemoryBytes bounds the execution request bodies held
 	// in memory at once, across the pool.
 	DefaultMaxBodyMemoryBytes = 128 << 20
-	// MaxOutputMaxLength is the largest output cap, in characters: a request's
-	// outputStreamsMaxLength above it is refused with 400
+	// MaxOutputStreamsMaxLength is the largest output cap, in characters: a
+	// request's outputStreamsMaxLength above it is refused with 400
 	// SessionRequestValidationFailed (it is never clamped silently), and so
-	// is an Options.OutputMaxLength above it. Each of stdout and stderr of an
-	// execution is buffered up to this many characters.
-	MaxOutputMaxLength = 1 << 20
+	// is an Options.OutputStreamsMaxLength above it. Each of stdout and
+	// stderr of an execution is buffered up to this many characters.
+	MaxOutputStreamsMaxLength = 1 << 20
+	// MaxOutputMaxLength is the former name of MaxOutputStreamsMaxLength.
+	//
+	// Deprecated: use MaxOutputStreamsMaxLength.
+	MaxOutputMaxLength = MaxOutputStreamsMaxLength
 )
 
 // Error codes the emulator answers with beyond those of package wire: all
@@ -142,9 +153,15 @@ type Options struct {
 	// (default 1 min). A command that does not is killed and the request
 	// answered 504 ContainerStartFailed.
 	ContainerStartTimeout time.Duration
-	// OutputMaxLength caps stdout and stderr, each, in characters (default
-	// 4096, at most MaxOutputMaxLength). 2025-10-02-preview requests may set
-	// outputStreamsMaxLength instead, up to MaxOutputMaxLength.
+	// OutputStreamsMaxLength caps stdout and stderr, each, in characters
+	// (default 4096, at most MaxOutputStreamsMaxLength): the pool's default
+	// for the request field of the same name, which 2025-10-02-preview
+	// requests may set instead, up to MaxOutputStreamsMaxLength.
+	OutputStreamsMaxLength int
+	// OutputMaxLength is the former name of OutputStreamsMaxLength: either
+	// may be set; NewHandler refuses both set to different values.
+	//
+	// Deprecated: use OutputStreamsMaxLength.
 	OutputMaxLength int
 	// MaxQueuedExecutions is how many executions of one session may wait
 	// behind the running one (default 32); one more is answered 429
@@ -215,6 +232,23 @@ type Options struct {
 	ListSessionsPageSize int
 }
 
+// outputStreamsMaxLength takes the output cap from OutputStreamsMaxLength or
+// its deprecated name OutputMaxLength, whichever is set, into
+// OutputStreamsMaxLength; it refuses the two set to different values and a
+// cap over MaxOutputStreamsMaxLength.
+func outputStreamsMaxLength(opt *Options) error {
+	n, old := opt.OutputStreamsMaxLength, opt.OutputMaxLength
+	if n != 0 && old != 0 && n != old {
+		return fmt.Errorf("emulator: Options.OutputStreamsMaxLength (%d) and its deprecated name Options.OutputMaxLength (%d) differ: set only OutputStreamsMaxLength", n, old)
+	}
+	n = cmp.Or(n, old)
+	if n > MaxOutputStreamsMaxLength {
+		return fmt.Errorf("emulator: Options.OutputStreamsMaxLength is over %d characters", MaxOutputStreamsMaxLength)
+	}
+	opt.OutputStreamsMaxLength = n
+	return nil
+}
+
 // Handler is the emulated pool management endpoint. Create it with
 // NewHandler and release it with Close.
 type Handler struct {
@@ -247,7 +281,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.Executor == nil {
 		return nil, errors.New("emulator: Options.Executor is required")
 	}
-	if opt.Cooldown < 0 || opt.MinBodyRate < 0 || opt.MaxBodyMemoryBytes < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
+	if opt.Cooldown < 0 || opt.MinBodyRate < 0 || opt.MaxBodyMemoryBytes < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputStreamsMaxLength < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
 		return nil, errors.New("emulator: negative limit in Options")
 	}
 	if err := checkPoolType(opt.PoolType); err != nil {
@@ -259,8 +293,8 @@ func NewHandler(opt Options) (*Handler, error) {
 	if err := checkContainerOptions(&opt); err != nil {
 		return nil, err
 	}
-	if opt.OutputMaxLength > MaxOutputMaxLength {
-		return nil, fmt.Errorf("emulator: Options.OutputMaxLength is over %d characters", MaxOutputMaxLength)
+	if err := outputStreamsMaxLength(&opt); err != nil {
+		return nil, err
 	}
 	opt.MaxQueuedExecutions = cmp.Or(opt.MaxQueuedExecutions, DefaultMaxQueuedExecutions)
 	opt.MaxListEntries = cmp.Or(opt.MaxListEntries, DefaultMaxListEntries)
@@ -281,7 +315,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	opt.MaxSessions = cmp.Or(opt.MaxSessions, DefaultMaxSessions)
 	opt.MaxExecutionTime = cmp.Or(opt.MaxExecutionTime, DefaultMaxExecutionTime)
 	opt.MaxUploadBytes = cmp.Or(opt.MaxUploadBytes, DefaultMaxUploadBytes)
-	opt.OutputMaxLength = cmp.Or(opt.OutputMaxLength, DefaultOutputMaxLength)
+	opt.OutputStreamsMaxLength = cmp.Or(opt.OutputStreamsMaxLength, DefaultOutputStreamsMaxLength)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

@@ -238,7 +238,7 @@ func TestExecutionQueueBounded(t *testing.T) {
 }
 
 // TestOutputStreamsMaxLengthBounded: outputStreamsMaxLength above
-// MaxOutputMaxLength is refused (it would make the emulator buffer gigabytes);
+// MaxOutputStreamsMaxLength is refused (it would make the emulator buffer gigabytes);
 // the maximum itself is accepted. Out-of-range numbers name their field.
 func TestOutputStreamsMaxLengthBounded(t *testing.T) {
 	e := newEnv(t, emulator.Options{})
@@ -246,9 +246,9 @@ func TestOutputStreamsMaxLengthBounded(t *testing.T) {
 	r := e.postJSON("executions", qv(v, id), map[string]any{"code": "print:x", "outputStreamsMaxLength": 2147483647}, nil)
 	requireError(t, r, http.StatusBadRequest, wire.CodeSessionRequestValidationFailed)
 	require.Contains(t, string(r.body), "outputStreamsMaxLength must be at most 1048576")
-	r = e.postJSON("executions", qv(v, id), map[string]any{"code": "print:x", "outputStreamsMaxLength": emulator.MaxOutputMaxLength}, nil)
+	r = e.postJSON("executions", qv(v, id), map[string]any{"code": "print:x", "outputStreamsMaxLength": emulator.MaxOutputStreamsMaxLength}, nil)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	_, err := emulator.NewHandler(emulator.Options{Executor: emulator.ScriptedExecutor(nil), OutputMaxLength: emulator.MaxOutputMaxLength + 1})
+	_, err := emulator.NewHandler(emulator.Options{Executor: emulator.ScriptedExecutor(nil), OutputStreamsMaxLength: emulator.MaxOutputStreamsMaxLength + 1})
 	require.Error(t, err)
 
 	r = e.postJSON("executions", qv(v, id), map[string]any{"code": "print:x", "timeoutInSeconds": int64(1) << 40}, nil)

@@ -115,7 +115,7 @@ func (h *Handler) parseShellExecute(c *call, req wire.ExecuteRequest) (execParam
 	if aerr != nil {
 		return execParams{}, aerr
 	}
-	ep := execParams{shell: cmd, outputMax: h.opt.OutputMaxLength, typ: req.ExecutionType}
+	ep := execParams{shell: cmd, outputMax: h.opt.OutputStreamsMaxLength, typ: req.ExecutionType}
 	switch {
 	case req.ExecutionType == "" || strings.EqualFold(req.ExecutionType, wire.ExecutionSynchronous):
 	case strings.EqualFold(req.ExecutionType, wire.ExecutionAsynchronous):
@@ -132,8 +132,8 @@ func (h *Handler) parseShellExecute(c *call, req wire.ExecuteRequest) (execParam
 	}
 	ep.timeout = min(ep.timeout, h.opt.MaxExecutionTime)
 	if o := req.OutputStreamsMaxLength; o != nil && c.feat.OutputStreamsMaxLength {
-		if *o < 0 || *o > MaxOutputMaxLength {
-			return execParams{}, badRequest("outputStreamsMaxLength must be in 0–%d", MaxOutputMaxLength)
+		if *o < 0 || *o > MaxOutputStreamsMaxLength {
+			return execParams{}, badRequest("outputStreamsMaxLength must be in 0–%d", MaxOutputStreamsMaxLength)
 		}
 		if *o > 0 {
 			ep.outputMax = int(*o)

@@ -80,7 +80,7 @@ func (ts *toolset) uploadFile(ctx context.Context, arguments string) (string, er
 	case errors.Is(err, azsessions.ErrInvalidFileName):
 		return modelError("invalid remote_file_name %q: use a file name such as \"data.csv\" (optionally under a sub-directory, never \"..\" or a path outside /mnt/data)", remote), nil
 	case errors.Is(err, azsessions.ErrFileTooLarge):
-		return modelError("local file %q is larger than the service's upload limit of %d bytes", local, azsessions.MaxUploadSize), nil
+		return modelError("local file %q is larger than the service's upload limit of %d bytes", local, azsessions.MaxUploadBytes), nil
 	case errors.Is(err, azsessions.ErrUnsupported):
 		return modelError("remote_file_name %q: sub-directories are not supported by this session; use a plain file name", remote), nil
 	case err != nil:

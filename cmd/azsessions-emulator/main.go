@@ -33,7 +33,8 @@
 //	                      fit in -max-memory and -max-disk, at most 600)
 //	-max-execution-time   cap on one execution (default 3m40s)
 //	-max-upload-bytes     largest upload, e.g. 128MiB (default 128MiB)
-//	-output-max-length    stdout/stderr cap in characters (default 4096)
+//	-output-streams-max-length  stdout/stderr cap in characters (default 4096;
+//	                      formerly -output-max-length, still accepted)
 //	-memory-limit         memory of one sandbox, e.g. 1GiB (default 1GiB)
 //	-cpus                 CPU quota of one sandbox, in cores (default 1)
 //	-max-memory           memory of all sandboxes together (default half of RAM)
@@ -76,6 +77,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,7 +111,7 @@ type config struct {
 	node                                                      string // -node
 	preload                                                   []string
 	cooldown, maxExecutionTime                                time.Duration
-	maxSessions, outputMaxLength, ready                       int
+	maxSessions, outputStreamsMaxLength, ready                int
 	maxUploadBytes, memoryLimit, maxMemory, maxDisk           byteSize
 	cpus                                                      float64
 	sandboxUser                                               string
@@ -134,7 +136,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.maxSessions, "max-sessions", 0, fmt.Sprintf("live sessions in the pool; one more gets 404 (default, or 0: as many sandboxes as fit in -max-memory and -max-disk, at most %d)", emulator.DefaultMaxSessions))
 	fs.DurationVar(&c.maxExecutionTime, "max-execution-time", emulator.DefaultMaxExecutionTime, "cap on one execution")
 	fs.Var(&c.maxUploadBytes, "max-upload-bytes", "largest upload, in bytes or with a unit (KiB, MiB, GiB, KB, MB, GB); above it 413")
-	fs.IntVar(&c.outputMaxLength, "output-max-length", emulator.DefaultOutputMaxLength, "stdout and stderr cap, each, in characters")
+	fs.IntVar(&c.outputStreamsMaxLength, "output-streams-max-length", emulator.DefaultOutputStreamsMaxLength, "stdout and stderr cap, each, in characters (the pool's default for the request's outputStreamsMaxLength)")
+	var oldOutputMax int
+	fs.IntVar(&oldOutputMax, "output-max-length", 0, "deprecated: use -output-streams-max-length")
+	fs.Usage = func() { usage(fs, "output-max-length") }
 	fs.Var(&c.memoryLimit, "memory-limit", "memory of one sandbox, in bytes or with a unit (e.g. 1GiB)")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of one sandbox, in cores (e.g. 0.5), background processes included")
 	fs.Var(&c.maxMemory, "max-memory", "memory of all sandboxes together (each counts its -memory-limit); past it new sessions get 404 (default: half of the host's RAM)")
@@ -155,6 +160,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["output-max-length"] {
+		if set["output-streams-max-length"] && oldOutputMax != c.outputStreamsMaxLength {
+			return c, fmt.Errorf("-output-max-length (deprecated) and -output-streams-max-length differ (%d, %d): use only -output-streams-max-length", oldOutputMax, c.outputStreamsMaxLength)
+		}
+		fmt.Fprintln(stderr, "azsessions-emulator: -output-max-length is deprecated: use -output-streams-max-length")
+		c.outputStreamsMaxLength = oldOutputMax
+	}
+	if c.outputStreamsMaxLength < 0 || c.outputStreamsMaxLength > emulator.MaxOutputStreamsMaxLength {
+		return c, fmt.Errorf("-output-streams-max-length must be in 0-%d", emulator.MaxOutputStreamsMaxLength)
 	}
 	if c.sandbox != emulator.SandboxBwrap && c.sandbox != emulator.SandboxGvisor && c.sandbox != emulator.SandboxNone {
 		return c, fmt.Errorf("-sandbox must be %s, %s or %s", emulator.SandboxBwrap, emulator.SandboxGvisor, emulator.SandboxNone)
@@ -203,6 +220,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-cpus must be a positive number of cores")
 	}
 	return c, nil
+}
+
+// usage prints the flags of fs as flag.FlagSet's default usage does, leaving
+// out the hidden (deprecated) ones, which stay accepted.
+func usage(fs *flag.FlagSet, hidden ...string) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(hidden, f.Name) {
+			shown.Var(f.Value, f.Name, f.Usage)
+			shown.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+	shown.PrintDefaults()
 }
 
 // parsePreload turns -preload's value into SandboxOptions.Preload: "" and
@@ -265,7 +297,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	h, err := emulator.NewHandler(emulator.Options{
 		Executor: ex, PoolType: c.poolType, ContainerCommand: c.containerCommand, TargetPort: c.targetPort, ContainerDir: c.containerDir,
 		ContainerStartTimeout: c.containerStartTimeout, Cooldown: c.cooldown, MaxSessions: c.maxSessions, MaxExecutionTime: c.maxExecutionTime,
-		MaxUploadBytes: int64(c.maxUploadBytes), OutputMaxLength: c.outputMaxLength, RequireToken: c.requireToken, Token: c.token, Logger: log,
+		MaxUploadBytes: int64(c.maxUploadBytes), OutputStreamsMaxLength: c.outputStreamsMaxLength, RequireToken: c.requireToken, Token: c.token, Logger: log,
 	})
 	if err != nil {
 		_ = ex.Close()

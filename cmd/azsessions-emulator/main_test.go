@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -40,7 +41,7 @@ func TestParseFlags(t *testing.T) {
 			require.Empty(t, c.sandboxUser)
 			require.Equal(t, 220*time.Second, c.maxExecutionTime)
 			require.Equal(t, byteSize(128<<20), c.maxUploadBytes)
-			require.Equal(t, 4096, c.outputMaxLength)
+			require.Equal(t, 4096, c.outputStreamsMaxLength)
 			require.Equal(t, byteSize(1<<30), c.memoryLimit)
 			require.Equal(t, 2, c.ready)
 			require.Nil(t, c.preload, "nil: the sandbox's default")
@@ -91,6 +92,16 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-tls-cert", "x.pem"}, "go together", nil},
 		{[]string{"-max-upload-bytes", "lots"}, "invalid size", nil},
 		{[]string{"-ready", "-1"}, "negative", nil},
+		// The output cap's name and its deprecated former name.
+		{[]string{"-output-streams-max-length", "100"}, "", func(t *testing.T, c config) { require.Equal(t, 100, c.outputStreamsMaxLength) }},
+		{[]string{"-output-max-length", "200"}, "", func(t *testing.T, c config) {
+			require.Equal(t, 200, c.outputStreamsMaxLength, "the old name still works")
+		}},
+		{[]string{"-output-max-length", "300", "-output-streams-max-length", "300"}, "", func(t *testing.T, c config) { require.Equal(t, 300, c.outputStreamsMaxLength) }},
+		{[]string{"-output-max-length", "300", "-output-streams-max-length", "4096"}, "-output-max-length (deprecated) and -output-streams-max-length differ", nil},
+		{[]string{"-output-max-length", "4096", "-output-streams-max-length", "300"}, "differ", nil},
+		{[]string{"-output-streams-max-length", "-1"}, "must be in 0-1048576", nil},
+		{[]string{"-output-max-length", "1048577"}, "must be in 0-1048576", nil},
 		{[]string{"extra"}, "unexpected argument", nil},
 	}
 	for _, tt := range tests {
@@ -104,6 +115,24 @@ func TestParseFlags(t *testing.T) {
 			tt.check(t, c)
 		})
 	}
+}
+
+// TestUsageHidesDeprecatedFlags: -help lists -output-streams-max-length and
+// not its deprecated former name -output-max-length, which a command line may
+// still use (and is then told to switch).
+func TestUsageHidesDeprecatedFlags(t *testing.T) {
+	var help bytes.Buffer
+	_, err := parseFlags([]string{"-help"}, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, help.String(), "-output-streams-max-length int")
+	require.Contains(t, help.String(), "-max-upload-bytes value")
+	require.Contains(t, help.String(), "(default 4096)")
+	require.NotContains(t, help.String(), "-output-max-length")
+
+	var stderr bytes.Buffer
+	_, err = parseFlags([]string{"-output-max-length", "10"}, &stderr)
+	require.NoError(t, err)
+	require.Contains(t, stderr.String(), "-output-max-length is deprecated: use -output-streams-max-length")
 }
 
 // TestRunNetworkExposure: an address reachable from other machines is

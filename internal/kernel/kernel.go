@@ -7,8 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"time"
+
+	"github.com/azsessions/azsessions/internal/wire"
 )
 
 // ErrPoolFull is wrapped by the error of Executor.NewKernel when the
@@ -24,13 +27,42 @@ type Request struct {
 	Code string
 	// Timeout bounds the execution; the kernel interrupts the code when it passes.
 	Timeout time.Duration
-	// OutputMaxLength caps stdout and stderr, each, in characters. A kernel must
-	// not buffer much more than this however much the code prints.
+	// OutputStreamsMaxLength caps stdout and stderr, each, in characters
+	// (the service's outputStreamsMaxLength). A kernel must not buffer much
+	// more than this however much the code prints. 0 means 4096.
+	OutputStreamsMaxLength int
+	// OutputMaxLength is the former name of OutputStreamsMaxLength; the
+	// emulator sets both to the same value. A kernel reads the cap with
+	// OutputCap, which takes either and refuses two different values.
+	//
+	// Deprecated: use OutputStreamsMaxLength.
 	OutputMaxLength int
 	// Shell, when set, makes this the execution of a Shell session pool: the
 	// kernel runs the command (Code is ignored) in /mnt/data and reports its
 	// exit code in Result.ExitCode.
 	Shell *ShellCommand
+}
+
+// DefaultOutputStreamsMaxLength is the output cap of a Request that sets
+// none, in characters (the service's default).
+const DefaultOutputStreamsMaxLength = wire.DefaultOutputStreamsMaxLength
+
+// OutputCap returns req's output cap in characters: OutputStreamsMaxLength
+// or its deprecated name OutputMaxLength, whichever is set (both may be, to
+// the same value), else DefaultOutputStreamsMaxLength. Two different values
+// or a negative one are an error.
+func OutputCap(req Request) (int, error) {
+	n, old := req.OutputStreamsMaxLength, req.OutputMaxLength
+	if n < 0 || old < 0 {
+		return 0, errors.New("kernel: negative output cap in Request")
+	}
+	if n != 0 && old != 0 && n != old {
+		return 0, fmt.Errorf("kernel: Request.OutputStreamsMaxLength (%d) and its deprecated name OutputMaxLength (%d) differ", n, old)
+	}
+	if n = max(n, old); n == 0 {
+		n = DefaultOutputStreamsMaxLength
+	}
+	return n, nil
 }
 
 // ShellCommand is the command of a Shell execution: Command for bash -c
@@ -56,7 +88,7 @@ const (
 type Result struct {
 	Status Status
 	// Stdout and Stderr are the cell's output streams, at most
-	// Request.OutputMaxLength characters each.
+	// Request.OutputStreamsMaxLength characters each.
 	Stdout string
 	Stderr string
 	// Value is the JSON of the cell's last expression: a number, a string, null,
@@ -75,7 +107,8 @@ type Result struct {
 	ExitCode *int
 	// Duration is how long the code ran.
 	Duration time.Duration
-	// StdoutTruncated and StderrTruncated say the stream was cut at OutputMaxLength.
+	// StdoutTruncated and StderrTruncated say the stream was cut at
+	// Request.OutputStreamsMaxLength.
 	StdoutTruncated, StderrTruncated bool
 	// TimedOut says the execution passed its timeout; Restarted says the kernel
 	// had to be killed and started again (its variables are gone).

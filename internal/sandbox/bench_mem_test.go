@@ -98,9 +98,9 @@ func BenchmarkFirstFigure(b *testing.B) {
 func BenchmarkFirstImportPandas(b *testing.B) {
 	benchBackends(b, func(b *testing.B, mode string) {
 		benchFirstCell(b, mode, kernel.Request{
-			Code:            "import pandas as pd\npd.DataFrame({'a': [1, 2]}).shape[0]",
-			Timeout:         time.Minute,
-			OutputMaxLength: 4096,
+			Code:                   "import pandas as pd\npd.DataFrame({'a': [1, 2]}).shape[0]",
+			Timeout:                time.Minute,
+			OutputStreamsMaxLength: 4096,
 		}, "2")
 	})
 }
@@ -146,8 +146,8 @@ func benchExecutorOpts(b *testing.B, opts Options) *Executor {
 
 func figureRequest() kernel.Request {
 	return kernel.Request{
-		Code:            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('t')\nplt.show()",
-		Timeout:         time.Minute,
-		OutputMaxLength: 4096,
+		Code:                   "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('t')\nplt.show()",
+		Timeout:                time.Minute,
+		OutputStreamsMaxLength: 4096,
 	}
 }

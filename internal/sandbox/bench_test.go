@@ -122,7 +122,7 @@ func benchWarmExecute(b *testing.B, mode string) {
 	k := kk.(*Kernel)
 	defer k.Close()
 	rss := rssBytes(k.p)
-	req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputMaxLength: 4096}
+	req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputStreamsMaxLength: 4096}
 	b.ResetTimer()
 	for b.Loop() {
 		res, err := k.Execute(context.Background(), req)
@@ -170,7 +170,7 @@ func benchColdStart(b *testing.B, mode string) {
 		}
 		b.Run("preload="+set.name, func(b *testing.B) {
 			e := benchExecutorOpts(b, Options{Mode: mode, Ready: 0, Preload: set.mods})
-			req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputMaxLength: 4096}
+			req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputStreamsMaxLength: 4096}
 			var cold, full []time.Duration
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()

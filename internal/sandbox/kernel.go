@@ -1042,8 +1042,8 @@ func replyWithinContract(rep execReply) bool {
 }
 
 // Execute runs one cell. req.Timeout <= 0 means no timeout (ctx still
-// applies); req.OutputMaxLength <= 0 means 4096 characters and is capped at
-// 1 Mi characters. A Python error or a timeout is a Result with Status Failed (TimedOut set for a timeout), a
+// applies); the output cap is kernel.OutputCap(req) characters (4096 when
+// unset), at most 1 Mi characters. A Python error or a timeout is a Result with Status Failed (TimedOut set for a timeout), a
 // cancellation of ctx a Result with Status Canceled (the cell is interrupted
 // like on a timeout), not an error. When the kernel does not
 // stop within a grace period after its timeout or a cancellation, or its data
@@ -1061,11 +1061,11 @@ func replyWithinContract(rep execReply) bool {
 func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	outputMax := req.OutputMaxLength
-	if outputMax <= 0 {
-		outputMax = defaultOutputMaxLength
+	outputMax, err := kernel.OutputCap(req)
+	if err != nil {
+		return kernel.Result{}, err
 	}
-	outputMax = min(outputMax, maxOutputMaxLength) // each stream buffers up to 4 bytes a character
+	outputMax = min(outputMax, maxOutputStreamsMaxLength) // each stream buffers up to 4 bytes a character
 	p, err := k.current()
 	if err != nil {
 		return kernel.Result{}, err

@@ -264,7 +264,7 @@ func runT(t testing.TB, k kernel.Kernel, code string, timeout time.Duration) ker
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
-	res, err := k.Execute(ctx, kernel.Request{Code: code, Timeout: timeout, OutputMaxLength: 4096})
+	res, err := k.Execute(ctx, kernel.Request{Code: code, Timeout: timeout, OutputStreamsMaxLength: 4096})
 	require.NoError(t, err)
 	return res
 }

@@ -7,13 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// defaultOutputMaxLength is used when a Request has no OutputMaxLength (the
-// service's default for outputStreamsMaxLength).
-const defaultOutputMaxLength = 4096
-
-// maxOutputMaxLength caps a Request's OutputMaxLength (the emulator refuses
-// larger values), so that a stream buffers at most about 4 MiB.
-const maxOutputMaxLength = 1 << 20
+// maxOutputStreamsMaxLength caps a Request's output cap (the emulator
+// refuses larger values), so that a stream buffers at most about 4 MiB.
+const maxOutputStreamsMaxLength = 1 << 20
 
 // stream collects one of a kernel's output streams (stdout or stderr) for the
 // execution in progress. The driver ends each execution's output with the

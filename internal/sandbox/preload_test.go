@@ -84,7 +84,7 @@ print(sorted(m for m in ('numpy', 'pandas', 'matplotlib.pyplot') if m in sys.mod
 		k := newKernel(t, e)
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		res, err := k.Execute(ctx, kernel.Request{Code: "import time\ntime.sleep(30)", Timeout: time.Minute, OutputMaxLength: 4096})
+		res, err := k.Execute(ctx, kernel.Request{Code: "import time\ntime.sleep(30)", Timeout: time.Minute, OutputStreamsMaxLength: 4096})
 		require.NoError(t, err)
 		require.Equal(t, kernel.Canceled, res.Status, res.Stderr)
 		require.False(t, res.Restarted, res.Stderr)

@@ -136,7 +136,7 @@ func client(args []string) error {
 	case *op == "upload" && *mode == "sdk":
 		_, err = session.UploadFile(ctx, *name, testpayload.NewReader(*size), nil)
 		if errors.Is(err, azsessions.ErrFileTooLarge) {
-			res.Skipped, err = "refused before I/O: over MaxUploadSize (128 MiB)", nil
+			res.Skipped, err = "refused before I/O: over MaxUploadBytes (128 MiB)", nil
 		}
 		res.Bytes = *size
 	case *op == "upload" && *mode == "raw":

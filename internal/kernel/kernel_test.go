@@ -1,0 +1,40 @@
+package kernel
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+//lint:file-ignore SA1019 the deprecated name is what is tested.
+
+// TestOutputCap: the output cap comes from Request.OutputStreamsMaxLength or
+// its deprecated former name OutputMaxLength, whichever is set; two different
+// values are refused.
+func TestOutputCap(t *testing.T) {
+	tests := []struct {
+		name      string
+		req       Request
+		want      int
+		wantError string
+	}{
+		{"neither", Request{}, DefaultOutputStreamsMaxLength, ""},
+		{"new name", Request{OutputStreamsMaxLength: 10}, 10, ""},
+		{"old name", Request{OutputMaxLength: 10}, 10, ""},
+		{"both equal", Request{OutputStreamsMaxLength: 10, OutputMaxLength: 10}, 10, ""},
+		{"both different", Request{OutputStreamsMaxLength: 10, OutputMaxLength: 11}, 0, "differ"},
+		{"negative", Request{OutputStreamsMaxLength: -1}, 0, "negative"},
+		{"old name negative", Request{OutputMaxLength: -1}, 0, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := OutputCap(tt.req)
+			if tt.wantError != "" {
+				require.ErrorContains(t, err, tt.wantError)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
