@@ -421,3 +421,106 @@ func (c *cgroups) remove() {
 		_ = os.Remove(b)
 	}
 }
+
+// limitPool sets the pool-wide limits on the executor's groups, the parents
+// of every sandbox's groups, so that the kernel enforces them on all the
+// sandboxes together: memBytes on the memory group (0: none) and tasks on
+// the pids group (0: none). memory reports whether the memory limit is in
+// force: a v1 memory group must account its children hierarchically
+// (memory.use_hierarchy 1, inherited from the parent; it can be set only
+// while the group has no children, i.e. here).
+func (c *cgroups) limitPool(memBytes int64, tasks int) (memory bool, err error) {
+	write := func(dir, file, val string) error {
+		return os.WriteFile(filepath.Join(dir, file), []byte(val), 0o644)
+	}
+	if c.pids != "" && tasks > 0 {
+		if err := write(c.pids, "pids.max", strconv.Itoa(tasks)); err != nil {
+			return false, fmt.Errorf("pool-wide pids.max: %w", err)
+		}
+	}
+	if c.memory == "" || memBytes <= 0 {
+		return false, nil
+	}
+	v := strconv.FormatInt(memBytes, 10)
+	if c.version == 2 {
+		if err := write(c.memory, "memory.max", v); err != nil {
+			return false, fmt.Errorf("pool-wide memory.max: %w", err)
+		}
+		_ = write(c.memory, "memory.swap.max", "0")
+		return true, nil
+	}
+	if h, err := os.ReadFile(filepath.Join(c.memory, "memory.use_hierarchy")); err != nil {
+		return false, fmt.Errorf("pool-wide memory limit: %w", err)
+	} else if strings.TrimSpace(string(h)) != "1" {
+		if err := write(c.memory, "memory.use_hierarchy", "1"); err != nil {
+			return false, fmt.Errorf("pool-wide memory limit: the memory cgroup does not account its children (memory.use_hierarchy 0): %w", err)
+		}
+	}
+	if err := write(c.memory, "memory.limit_in_bytes", v); err != nil {
+		return false, fmt.Errorf("pool-wide memory.limit_in_bytes: %w", err)
+	}
+	_ = write(c.memory, "memory.memsw.limit_in_bytes", v) // absent without swap accounting
+	return true, nil
+}
+
+// poolMemory is the memory the sandboxes use together, as admission counts
+// it: the charge of the executor's memory group less its inactive file
+// pages, which the kernel reclaims first when the group reaches its limit
+// (the "working set" of kubelet and cAdvisor). Files written to /mnt/data
+// stay in the page cache charged to the group, so its raw usage tends to the
+// limit over time without being memory in use.
+func (c *cgroups) poolMemory() (int64, error) {
+	usage, stat, inactive := "memory.usage_in_bytes", "memory.stat", "total_inactive_file "
+	if c.version == 2 {
+		usage, inactive = "memory.current", "inactive_file "
+	}
+	data, err := readProcFile(filepath.Join(c.memory, usage))
+	if err != nil {
+		return 0, err
+	}
+	used, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if data, err = readProcFile(filepath.Join(c.memory, stat)); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, inactive); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n <= used {
+				used -= n
+			}
+			break
+		}
+	}
+	return used, nil
+}
+
+// poolTasks is the number of tasks (threads) in the executor's pids group.
+func (c *cgroups) poolTasks() (int64, error) {
+	data, err := readProcFile(filepath.Join(c.pids, "pids.current"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// hostTasks is the number of tasks the host can have: the smaller of
+// kernel.pid_max and kernel.threads-max.
+func hostTasks() (int, error) {
+	n := 0
+	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return 0, err
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 || v < n {
+			n = v
+		}
+	}
+	return n, nil
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,45 +105,258 @@ func TestTmpChargedToSandbox(t *testing.T) {
 }
 
 // TestEscapePoolExhaustion: the executor's kernels (ready ones included)
-// never pass the pool-wide memory and disk budgets; past them NewKernel fails
-// with ErrPoolFull, while the existing kernels keep working (before, 600
-// sessions of 1 GiB each fit on a 24 GiB host).
+// never pass the pool-wide memory budget: past it NewKernel fails with
+// ErrPoolFull, while the existing kernels keep working, and a closed
+// kernel's room can be taken again (before issue 10, 600 sessions of 1 GiB
+// each fit on a 24 GiB host). Without a memory cgroup (noCgroup) every
+// kernel counts its MemoryLimitBytes; with one, admission measures the
+// memory the sandboxes use, and the kernel caps their sum
+// (TestEscapePoolMemory).
 func TestEscapePoolExhaustion(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		tests := []struct {
-			name      string
-			mem, disk int64
+			name     string
+			noCgroup bool
 		}{
-			{"memory", 2 * testMemory, -1},
-			{"disk", -1, 2 * testDataDir},
+			{"memory counted per kernel", true},
+			{"memory in use", false},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
+				if tc.noCgroup && opts.Mode == ModeGvisor {
+					t.Skip("gVisor needs root and so always has the cgroups")
+				}
+				if !tc.noCgroup {
+					requireRoot(t)
+				}
 				o := opts
-				o.Ready, o.noPreload = 1, true
-				o.MaxTotalMemoryBytes, o.MaxTotalDiskBytes = tc.mem, tc.disk
+				o.Ready, o.noPreload, o.noCgroup = 1, true, tc.noCgroup
+				o.MaxTotalMemoryBytes = 2 * testMemory
 				e, err := newExecutor(o)
 				require.NoError(t, err)
 				defer func() { require.NoError(t, e.Close()) }()
-				require.Equal(t, 2, e.Capacity())
-				k1, k2 := newKernel(t, e), newKernel(t, e)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if !tc.noCgroup && !e.memByUse {
+					requireCgroupController(t, "memory")
+				}
+				want := 2
+				if !tc.noCgroup {
+					want = -1
+				}
+				require.Equal(t, want, e.Capacity())
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				defer cancel()
-				_, err = e.NewKernel(ctx)
-				require.ErrorIs(t, err, ErrPoolFull)
-				require.ErrorIs(t, err, kernel.ErrPoolFull)
-				e.mu.Lock()
-				n := len(e.ready) + len(e.kernels) + e.starting
-				e.mu.Unlock()
-				require.Equal(t, 2, n, "the pool refilled past the budget")
-				requireOK(t, k1, "1")
-				requireOK(t, k2, "1")
-				require.NoError(t, k1.Close())
-				k3 := newKernel(t, e)
-				requireOK(t, k3, "1")
+				var ks []kernel.Kernel
+				for len(ks) <= 20 {
+					k, err := e.NewKernel(ctx)
+					if err != nil {
+						require.ErrorIs(t, err, ErrPoolFull)
+						require.ErrorIs(t, err, kernel.ErrPoolFull)
+						t.Logf("%d kernels admitted: %v", len(ks), err)
+						break
+					}
+					t.Cleanup(func() { _ = k.Close() })
+					ks = append(ks, k)
+				}
+				require.Less(t, len(ks), 20, "the pool-wide memory budget admitted every kernel")
+				require.NotEmpty(t, ks)
+				if tc.noCgroup {
+					require.Len(t, ks, 2)
+					e.mu.Lock()
+					n := len(e.ready) + len(e.kernels) + e.starting
+					e.mu.Unlock()
+					require.Equal(t, 2, n, "the pool refilled past the budget")
+				}
+				for _, k := range ks {
+					requireOK(t, k, "1")
+				}
+				require.NoError(t, ks[0].Close())
+				// The closed kernel's memory is uncharged once its processes are gone.
+				require.Eventually(t, func() bool {
+					k, err := e.NewKernel(ctx)
+					if err != nil {
+						require.ErrorIs(t, err, ErrPoolFull)
+						return false
+					}
+					t.Cleanup(func() { _ = k.Close() })
+					requireOK(t, k, "1")
+					return true
+				}, time.Minute, 100*time.Millisecond)
 			})
 		}
+	})
+}
+
+// poolMemoryPeak is the highest memory charge of the executor's memory
+// group, which holds every sandbox's (v1 memory.max_usage_in_bytes, v2
+// memory.peak; -1 when the kernel does not keep it).
+func poolMemoryPeak(t *testing.T, e *Executor) int64 {
+	t.Helper()
+	file := "memory.max_usage_in_bytes"
+	if e.cg.version == 2 {
+		file = "memory.peak"
+	}
+	data, err := os.ReadFile(filepath.Join(e.cg.memory, file))
+	if os.IsNotExist(err) {
+		return -1
+	}
+	require.NoError(t, err)
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// TestEscapePoolMemory: sessions that each stay under their own memory
+// limit but together try to use more than the pool-wide budget are stopped
+// by the kernel: the cgroup that holds every sandbox's has the budget as its
+// limit, so an allocation past it OOM-kills the largest process among the
+// sandboxes (never the emulator: it is not in that group). The pool's
+// charge never passes the budget, at least one of the hogs loses its
+// kernel (reported, restarted on the next execution), and a quiet session
+// answers throughout. Without the pool's cgroup limit all three hogs keep
+// their memory (3 × 600 MiB in a 1.5 GiB budget).
+func TestEscapePoolMemory(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		const hog = 600 << 20
+		o := opts
+		o.Ready, o.noPreload = 0, true
+		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 1<<30, 3<<29
+		e, err := newExecutor(o)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, e.Close()) }()
+		if !e.memByUse {
+			requireCgroupController(t, "memory")
+		}
+		quiet := newKernel(t, e)
+		hogs := []*Kernel{newKernel(t, e), newKernel(t, e), newKernel(t, e)}
+		requireOK(t, quiet, "q = 41")
+		for i, k := range hogs {
+			res := runT(t, k, fmt.Sprintf("x = b'x' * %d\nlen(x)", hog), 2*time.Minute)
+			t.Logf("hog %d: %s restarted %v, stderr %q", i, res.Status, res.Restarted, lastBytes(res.Stderr, 200))
+		}
+		survivors := 0
+		for i, k := range hogs {
+			res := runT(t, k, "len(x)", time.Minute)
+			t.Logf("hog %d afterwards: %s %s %q", i, res.Status, res.Value, lastBytes(res.Stderr, 200))
+			if res.Status == kernel.Succeeded && string(res.Value) == strconv.Itoa(hog) {
+				survivors++
+			}
+		}
+		peak := poolMemoryPeak(t, e)
+		t.Logf("%d of 3 hogs kept their %d MiB; pool peak %d MiB of a %d MiB budget", survivors, hog>>20, peak>>20, o.MaxTotalMemoryBytes>>20)
+		require.Less(t, survivors, 3, "the sandboxes together used more than the pool-wide budget")
+		if peak >= 0 {
+			require.LessOrEqual(t, peak, o.MaxTotalMemoryBytes)
+		}
+		res := requireOK(t, quiet, "q + 1")
+		require.Equal(t, "42", string(res.Value), "the quiet session lost its state")
+		// The pool recovers: the hogs' kernels restart and free their
+		// memory, and a new one is admitted.
+		for _, k := range hogs {
+			requireOK(t, k, "x = None")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		require.Eventually(t, func() bool {
+			k, err := e.NewKernel(ctx)
+			if err != nil {
+				require.ErrorIs(t, err, ErrPoolFull)
+				return false
+			}
+			t.Cleanup(func() { _ = k.Close() })
+			requireOK(t, k, "1")
+			return true
+		}, time.Minute, 100*time.Millisecond)
+	})
+}
+
+// TestEscapePoolTasks: the cgroup that holds every sandbox's caps their
+// tasks together (half of the host's by default, lowered here): processes
+// each session may start under its own MaxProcesses fail to start once the
+// sessions together hold the pool's limit, and the sessions keep
+// answering. Without the pool's pids limit both sessions start all their
+// processes. bwrap only: a gVisor sandbox's host tasks are its Sentry's
+// threads, which its own pids group bounds the same way.
+func TestEscapePoolTasks(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	requireSandbox(t, true)
+	const each = 40
+	o := testOptions(ModeBwrap)
+	o.Ready, o.noPreload = 0, true
+	o.maxTotalTasks = 60
+	e, err := newExecutor(o)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	if !e.tasksByUse {
+		requireCgroupController(t, "pids")
+	}
+	k1, k2 := newKernel(t, e), newKernel(t, e)
+	spawn := fmt.Sprintf(`import subprocess
+procs = []
+try:
+    for _ in range(%d):
+        procs.append(subprocess.Popen(["sleep", "600"]))
+except OSError as err:
+    print("refused:", err)
+len(procs)`, each)
+	started := 0
+	for _, k := range []*Kernel{k1, k2} {
+		res := run(t, k, spawn)
+		t.Logf("started %s; %q", res.Value, lastBytes(res.Stdout, 200))
+		if n, err := strconv.Atoi(string(res.Value)); err == nil {
+			started += n
+		}
+	}
+	used, err := e.cg.poolTasks()
+	require.NoError(t, err)
+	t.Logf("%d processes started, %d tasks in the pool (limit %d)", started, used, o.maxTotalTasks)
+	require.Less(t, started, 2*each, "the sessions together passed the pool-wide tasks limit")
+	require.LessOrEqual(t, used, int64(o.maxTotalTasks))
+	for _, k := range []*Kernel{k1, k2} {
+		requireOK(t, k, "for p in procs: p.kill()\nfor p in procs: p.wait()")
+	}
+}
+
+// TestEscapePoolDisk: sessions that each stay under MaxDataDirBytes but
+// together write more than the pool-wide MaxTotalDiskBytes: the one that
+// writes past it is stopped like one over its own limit (the cell fails, its
+// files are kept), the others keep working, uploads get only the room left
+// beside the other sessions, and new sessions are refused until files are
+// deleted. Without the pool-wide check the third session's cell succeeds.
+func TestEscapePoolDisk(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		const file, files = 7 << 20, 5 // 35 MiB each, under the 40 MiB of one kernel
+		o := opts
+		o.Ready, o.noPreload = 0, true
+		o.MaxTotalDiskBytes = 2 * testDataDir
+		e, err := newExecutor(o)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, e.Close()) }()
+		fill := fmt.Sprintf("for i in range(%d):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * %d)", files, file)
+		ks := []*Kernel{newKernel(t, e), newKernel(t, e), newKernel(t, e)}
+		requireOK(t, ks[0], fill)
+		requireOK(t, ks[1], fill)
+		res := runT(t, ks[2], fill, time.Minute)
+		t.Logf("third writer: %s restarted %v, stderr %q", res.Status, res.Restarted, lastBytes(res.Stderr, 300))
+		require.Equal(t, kernel.Failed, res.Status, "the sessions together wrote past the pool-wide limit")
+		require.Contains(t, res.Stderr, "pool-wide limit")
+		// Uploads to the first session get the room the others leave.
+		_, limit, err := ks[0].DataDirSpace()
+		require.NoError(t, err)
+		require.Less(t, limit, o.MaxDataDirBytes)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err = e.NewKernel(ctx)
+		require.ErrorIs(t, err, ErrPoolFull)
+		// The others keep working; deleting files makes room again.
+		requireOK(t, ks[0], "1")
+		requireOK(t, ks[1], "1")
+		requireOK(t, ks[2], "import glob, os\nfor f in glob.glob('/mnt/data/f*'): os.remove(f)")
+		requireOK(t, newKernel(t, e), "1")
 	})
 }
 
@@ -157,7 +371,10 @@ func TestPoolDefaults(t *testing.T) {
 	require.Equal(t, mem/2, e.opts.MaxTotalMemoryBytes)
 	require.Equal(t, 4096, e.opts.maxWalkDepth, "the data directory watcher's depth bound")
 	require.Positive(t, e.opts.MaxTotalDiskBytes)
-	want := int(min(mem/2/DefaultMemoryLimitBytes, e.opts.MaxTotalDiskBytes/DefaultMaxDataDirBytes))
+	want := int(mem / 2 / DefaultMemoryLimitBytes) // each kernel counted at its limit
+	if e.memByUse {
+		want = -1 // a memory cgroup caps the pool; admission measures
+	}
 	require.Equal(t, want, e.Capacity())
 
 	_, err = newExecutor(Options{Mode: ModeNone, noPreload: true, MemoryLimitBytes: 1 << 30, MaxTotalMemoryBytes: 1 << 29})

@@ -817,6 +817,11 @@ type Kernel struct {
 
 	stopWatch chan struct{} // closed by Close: the watcher returns
 	watchWG   sync.WaitGroup
+
+	// diskBytes and diskEntries are the data directory's last measurement,
+	// counted in the executor's pool-wide totals (guarded by e.mu; see
+	// Executor.accountDisk).
+	diskBytes, diskEntries int64
 }
 
 var (
@@ -905,7 +910,14 @@ func (k *Kernel) DataDirSpace() (used, limit int64, err error) {
 	if err != nil {
 		return 0, k.e.opts.MaxDataDirBytes, fmt.Errorf("sandbox: measuring the data directory: %s", usageError(err))
 	}
-	return u.bytes, k.e.opts.MaxDataDirBytes, nil
+	_, others := k.e.accountDisk(k, u)
+	limit = k.e.opts.MaxDataDirBytes
+	if total := k.e.opts.MaxTotalDiskBytes; total > 0 {
+		// The room the pool-wide limit leaves beside the other kernels (at
+		// least 1: 0 would mean no limit).
+		limit = max(min(limit, total-others), 1)
+	}
+	return u.bytes, limit, nil
 }
 
 // measure is the usage of the data directory as the limits count it: du of
@@ -1378,7 +1390,11 @@ func (k *Kernel) overLimit(p *proc) string {
 	case err != nil:
 		return "OSError: /mnt/data cannot be measured (" + usageError(err) + "), which counts as over the limit of " + strconv.FormatInt(o.MaxDataDirBytes, 10) + " bytes"
 	case u.bytes > o.MaxDataDirBytes:
+		k.e.accountDisk(k, u)
 		return fmt.Sprintf("OSError: /mnt/data holds %d bytes, over the limit of %d bytes", u.bytes, o.MaxDataDirBytes)
+	}
+	if over, _ := k.e.accountDisk(k, u); over != "" {
+		return over
 	}
 	return ""
 }

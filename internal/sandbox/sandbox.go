@@ -314,16 +314,25 @@ type Options struct {
 	// sandbox, background ones included. Without a cpu cgroup it is not
 	// enforced (Executor.Limits says so).
 	CPUs float64
-	// MaxTotalMemoryBytes bounds the sum of MemoryLimitBytes over the
-	// executor's kernels, ready ones included (default: half of the host's
-	// RAM, from /proc/meminfo; negative: no bound). NewKernel fails with
-	// ErrPoolFull when one more kernel would pass it.
+	// MaxTotalMemoryBytes bounds the memory of the executor's sandboxes
+	// together, ready ones included (default: half of the host's RAM, from
+	// /proc/meminfo; negative: no bound). With a memory cgroup it is the
+	// limit of the group that holds every sandbox's group: the kernel caps
+	// what they use together (past it, it reclaims their page cache and then
+	// OOM-kills the largest process among them, never the emulator), and
+	// NewKernel fails with ErrPoolFull when their memory in use leaves no
+	// room for one more kernel's start. Without one (no root, no delegated
+	// cgroup) nothing would cap their sum, so every kernel counts its
+	// MemoryLimitBytes against it and NewKernel fails when one more would
+	// pass it (Capacity). See the package documentation.
 	MaxTotalMemoryBytes int64
-	// MaxTotalDiskBytes bounds the sum of MaxDataDirBytes over the
-	// executor's kernels, ready ones included (default: half of the free
-	// space of the file system of the data directories when New runs;
-	// negative: no bound). NewKernel fails with ErrPoolFull when one more
-	// kernel would pass it.
+	// MaxTotalDiskBytes bounds what the executor's kernels hold in their
+	// data directories together, as the data directory watcher measures
+	// them (default: half of the free space of the file system of the data
+	// directories when New runs; negative: no bound). Once they hold it, a
+	// kernel whose directory grows is stopped like one over
+	// MaxDataDirBytes, uploads get no more room, and NewKernel fails with
+	// ErrPoolFull.
 	MaxTotalDiskBytes int64
 	// SandboxUser is the host account sandboxes run as when the emulator
 	// runs as root: a user name, a uid or "uid:gid" (default "nobody"). uid 0
@@ -366,6 +375,14 @@ type Options struct {
 	startHook func() (done func())
 	// readyDecay overrides the constant readyDecay (tests).
 	readyDecay time.Duration
+	// maxTotalTasks bounds the tasks of all sandboxes together (the pids
+	// limit of the group that holds theirs; 0: half of the host's tasks,
+	// see hostTasks; tests lower it).
+	maxTotalTasks int
+	// maxTotalEntries bounds the entries of all data directories together
+	// (0: half of the free inodes of their file system when New runs;
+	// negative: none; tests lower it).
+	maxTotalEntries int64
 }
 
 // Executor starts sandboxed kernels and keeps Ready of them started. It
@@ -416,6 +433,16 @@ type Executor struct {
 	fontCache bool      // matplotlib's font cache was built (or failed to)
 	slots     int       // kernels started at once (the CPUs)
 	capacity  int       // kernels that fit in the pool limits (-1: unbounded)
+	// memByUse: the pool-wide memory limit is the limit of the cgroup of
+	// every sandbox (set by poolLimits), and admission counts the memory
+	// they use; else every kernel counts MemoryLimitBytes (capacity).
+	memByUse bool
+	// tasksByUse: the pool-wide tasks limit (maxTotalTasks) is the pids
+	// limit of the cgroup of every sandbox.
+	tasksByUse bool
+	// diskBytes and diskEntries are what the kernels' data directories
+	// held at their last measurement, together (see accountDisk).
+	diskBytes, diskEntries int64
 
 	closeOnce   sync.Once
 	closeErr    error
@@ -553,7 +580,7 @@ func New(opts Options) (*Executor, error) {
 			return nil, err
 		}
 	}
-	if err := e.setCapacity(); err != nil {
+	if err := e.setBudgets(); err != nil {
 		_ = os.RemoveAll(e.base)
 		return nil, err
 	}
@@ -563,6 +590,7 @@ func New(opts Options) (*Executor, error) {
 	} else if cg, err := newCgroups(); err == nil {
 		e.cg = cg
 		e.limits = cg.describe() + "; rlimits AS+FSIZE"
+		e.poolLimits()
 	} else {
 		e.limits = "rlimits AS+FSIZE+NPROC (no cgroup: " + err.Error() + ")"
 	}
@@ -575,6 +603,7 @@ func New(opts Options) (*Executor, error) {
 		e.log.Warn("sandbox: cgroups unusable, falling back to rlimits", "err", err)
 		e.cg.remove()
 		e.cg = nil
+		e.memByUse, e.tasksByUse = false, false
 		e.limits = "rlimits AS+FSIZE+NPROC (cgroup test failed)"
 		err = e.selfTest()
 		if err != nil {
@@ -597,6 +626,12 @@ func New(opts Options) (*Executor, error) {
 	}
 	if e.cg == nil || e.cg.cpu == "" {
 		e.limits += "; no CPU quota (no cpu cgroup)"
+	}
+	e.setCapacity()
+	if e.memByUse {
+		e.limits += "; pool-wide memory cgroup"
+	} else if e.opts.MaxTotalMemoryBytes > 0 {
+		e.limits += "; pool-wide memory counted at each kernel's limit"
 	}
 	user := "the emulator's own uid " + strconv.Itoa(os.Geteuid())
 	if e.id != nil {
@@ -906,7 +941,11 @@ func (e *Executor) pool() {
 	defer tick.Stop()
 	for {
 		e.mu.Lock()
-		for !e.closed && e.ctx.Err() == nil && e.starting < e.slots && e.needStartLocked() && e.reserveLocked() {
+		for !e.closed && e.ctx.Err() == nil && e.starting < e.slots && e.needStartLocked() {
+			if !e.reserveLocked() {
+				e.refuseWaitersLocked()
+				break
+			}
 			e.poolWG.Add(1)
 			go e.startOne()
 		}
@@ -988,6 +1027,52 @@ func (e *Executor) startOne() {
 		e.log.Warn("sandbox: starting a ready kernel failed", "err", err)
 	}
 	e.mu.Unlock()
+}
+
+// accountDisk records u, a new measurement of k's data directory, in the
+// pool-wide totals, and says why k is over the pool-wide limits ("" when it
+// is not): the data directories together hold more than MaxTotalDiskBytes
+// (or the entries limit) and k's grew since its last measurement. So once
+// the pool is full, the kernels that write are stopped (like one over
+// MaxDataDirBytes: killed, restarted on the same files, no cell runs while
+// it still grows), and those that do not write keep working. others is what
+// the other kernels held at their last measurement.
+func (e *Executor) accountDisk(k *Kernel, u usage) (over string, others int64) {
+	o := &e.opts
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.kernels[k]; !ok {
+		return "", e.diskBytes // closed: forget already took it out
+	}
+	grew := u.bytes > k.diskBytes || u.entries > k.diskEntries
+	e.diskBytes += u.bytes - k.diskBytes
+	e.diskEntries += u.entries - k.diskEntries
+	k.diskBytes, k.diskEntries = u.bytes, u.entries
+	others = e.diskBytes - u.bytes
+	switch {
+	case !grew:
+	case o.MaxTotalDiskBytes > 0 && e.diskBytes > o.MaxTotalDiskBytes:
+		over = fmt.Sprintf("OSError: the sessions of the pool hold %d bytes in their /mnt/data together, over the pool-wide limit of %d bytes (this one %d)", e.diskBytes, o.MaxTotalDiskBytes, u.bytes)
+	case o.maxTotalEntries > 0 && e.diskEntries > o.maxTotalEntries:
+		over = fmt.Sprintf("OSError: the sessions of the pool hold %d files and directories in their /mnt/data together, over the pool-wide limit of %d (this one %d)", e.diskEntries, o.maxTotalEntries, u.entries)
+	}
+	return over, others
+}
+
+// refuseWaitersLocked fails the NewKernel calls that wait for a start the
+// pool-wide limits no longer leave room for (the memory or disk the
+// sessions use grew since they were admitted), the newest first: the
+// oldest ones get the kernels being started. e.mu must be held.
+func (e *Executor) refuseWaitersLocked() {
+	why := e.roomLocked(e.starting + 1)
+	if why == "" {
+		why = fmt.Sprintf("%d kernels of %d bytes of memory each in %d", e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxTotalMemoryBytes)
+	}
+	for len(e.waiters) > e.starting {
+		w := e.waiters[len(e.waiters)-1]
+		e.waiters = e.waiters[:len(e.waiters)-1]
+		w <- startResult{err: fmt.Errorf("sandbox: %w (%s)", ErrPoolFull, why)}
+	}
 }
 
 // handLocked gives a started kernel to the oldest waiting NewKernel, or to
@@ -1075,10 +1160,9 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		e.wake() // refill
 		return k, nil
 	}
-	if e.capacity >= 0 && len(e.kernels)+e.handed+len(e.waiters) >= e.capacity {
+	if full := e.admitLocked(); full != "" {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("sandbox: %w (%d kernels of %d bytes of memory and %d of disk)", ErrPoolFull,
-			e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxDataDirBytes)
+		return nil, fmt.Errorf("sandbox: %w (%s)", ErrPoolFull, full)
 	}
 	w := make(chan startResult, 1)
 	e.waiters = append(e.waiters, w)
@@ -1222,6 +1306,9 @@ func (e *Executor) removeLater(dataDir string) error {
 func (e *Executor) forget(k *Kernel) {
 	e.mu.Lock()
 	delete(e.kernels, k)
+	e.diskBytes -= k.diskBytes
+	e.diskEntries -= k.diskEntries
+	k.diskBytes, k.diskEntries = 0, 0
 	e.mu.Unlock()
 	e.wake() // the pool may have room for a ready kernel again
 }
@@ -1233,9 +1320,9 @@ func (e *Executor) wake() {
 	}
 }
 
-// setCapacity fills in the default pool-wide limits and computes how many
-// kernels fit in them.
-func (e *Executor) setCapacity() error {
+// setBudgets fills in the default pool-wide limits (see Options) and
+// refuses limits in which not one kernel fits.
+func (e *Executor) setBudgets() error {
 	o := &e.opts
 	if o.MaxTotalMemoryBytes == 0 {
 		o.MaxTotalMemoryBytes = -1
@@ -1245,30 +1332,56 @@ func (e *Executor) setCapacity() error {
 			e.log.Warn("sandbox: no pool-wide memory limit: the host's memory is unknown", "err", err)
 		}
 	}
+	var st unix.Statfs_t
+	statErr := unix.Statfs(e.base, &st)
 	if o.MaxTotalDiskBytes == 0 {
 		o.MaxTotalDiskBytes = -1
-		var st unix.Statfs_t
-		if err := unix.Statfs(e.base, &st); err == nil {
+		if statErr == nil {
 			o.MaxTotalDiskBytes = int64(st.Bavail) * st.Bsize / 2
 		} else {
-			e.log.Warn("sandbox: no pool-wide disk limit: the free space is unknown", "err", err)
+			e.log.Warn("sandbox: no pool-wide disk limit: the free space is unknown", "err", statErr)
 		}
 	}
-	e.capacity = -1
-	if o.MaxTotalMemoryBytes > 0 {
-		e.capacity = int(min(o.MaxTotalMemoryBytes/o.MemoryLimitBytes, math.MaxInt32))
-	}
-	if o.MaxTotalDiskBytes > 0 {
-		n := int(min(o.MaxTotalDiskBytes/o.MaxDataDirBytes, math.MaxInt32))
-		if e.capacity < 0 || n < e.capacity {
-			e.capacity = n
+	if o.maxTotalEntries == 0 {
+		o.maxTotalEntries = -1
+		if statErr == nil && st.Files > 0 {
+			o.maxTotalEntries = int64(min(st.Ffree/2, math.MaxInt64))
 		}
 	}
-	if e.capacity == 0 {
+	if o.maxTotalTasks == 0 {
+		if n, err := hostTasks(); err == nil {
+			o.maxTotalTasks = n / 2
+		}
+	}
+	if (o.MaxTotalMemoryBytes > 0 && o.MaxTotalMemoryBytes < o.MemoryLimitBytes) || (o.MaxTotalDiskBytes > 0 && o.MaxTotalDiskBytes < o.MaxDataDirBytes) {
 		return fmt.Errorf("sandbox: not one kernel fits in the pool-wide limits (%d bytes of memory for kernels of %d, %d bytes of disk for kernels of %d)",
 			o.MaxTotalMemoryBytes, o.MemoryLimitBytes, o.MaxTotalDiskBytes, o.MaxDataDirBytes)
 	}
 	return nil
+}
+
+// poolLimits makes the executor's cgroups, the parents of every sandbox's,
+// enforce the pool-wide memory and tasks limits. A limit the cgroups cannot
+// enforce is counted per kernel instead (see setCapacity).
+func (e *Executor) poolLimits() {
+	mem, err := e.cg.limitPool(max(e.opts.MaxTotalMemoryBytes, 0), max(e.opts.maxTotalTasks, 0))
+	if err != nil {
+		e.log.Warn("sandbox: the cgroups cannot enforce the pool-wide limits: every kernel counts its -memory-limit", "err", err)
+		return
+	}
+	e.memByUse = mem
+	e.tasksByUse = e.cg.pids != "" && e.opts.maxTotalTasks > 0
+}
+
+// setCapacity computes how many kernels fit when the pool-wide memory limit
+// is counted per kernel (no memory cgroup enforces it): each counts its
+// MemoryLimitBytes, ready ones included. With a memory cgroup there is no
+// such count (-1): admission measures (see roomLocked).
+func (e *Executor) setCapacity() {
+	e.capacity = -1
+	if o := e.opts; !e.memByUse && o.MaxTotalMemoryBytes > 0 {
+		e.capacity = int(min(o.MaxTotalMemoryBytes/o.MemoryLimitBytes, math.MaxInt32))
+	}
 }
 
 // hostMemoryBytes is MemTotal of /proc/meminfo.
@@ -1289,16 +1402,93 @@ func hostMemoryBytes() (int64, error) {
 	return 0, errors.New("no MemTotal in /proc/meminfo")
 }
 
-// Capacity is the number of kernels that fit in MaxTotalMemoryBytes and
-// MaxTotalDiskBytes, ready kernels included, or -1 when neither bounds
-// them. A session pool should hold at most that many sessions.
+// Capacity is the number of kernels that fit in MaxTotalMemoryBytes when
+// each counts its MemoryLimitBytes, ready kernels included, or -1 when no
+// count bounds them: a memory cgroup enforces MaxTotalMemoryBytes on all
+// sandboxes together and NewKernel measures what they use (see roomLocked),
+// or there is no limit. A session pool should hold at most that many
+// sessions.
 func (e *Executor) Capacity() int { return e.capacity }
 
-// reserve takes room for one kernel about to start, or reports false when
-// the pool-wide limits are reached. The caller calls unreserve once the
-// kernel is in e.ready or e.kernels, or failed to start. e.mu must be held.
+// What admission sets aside for one kernel being started, in the pool-wide
+// limits that are measured rather than counted per kernel (see roomLocked):
+// a ready kernel's charge is ~55 MiB of memory on bwrap with numpy
+// preloaded and ~150 MiB with gVisor's Sentry and Gofer; ~5 host tasks on
+// bwrap, ~45 on gVisor. Not a bound of anything: the cgroups and the data
+// directory watcher enforce the limits; this only keeps admission from
+// starting a kernel that would find no room.
+const (
+	memReserve         = 64 << 20
+	gvisorMemReserve   = 128 << 20
+	tasksReserve       = 16
+	gvisorTasksReserve = 128
+)
+
+// roomLocked says which pool-wide limit leaves no room for pending kernel
+// starts (those under way included) beyond the kernels that run, are ready
+// or handed over ("" when they fit). Memory is measured when a memory cgroup
+// holds every sandbox, as are tasks (each start set aside a reserve), and
+// the data directories' bytes and entries at the watcher's last measurement
+// of each; without a memory cgroup every kernel counts its MemoryLimitBytes
+// (capacity, checked by the callers). e.mu must be held.
+func (e *Executor) roomLocked(pending int) string {
+	o := &e.opts
+	gv := o.Mode == ModeGvisor
+	if e.memByUse {
+		reserve := int64(memReserve)
+		if gv {
+			reserve = gvisorMemReserve
+		}
+		used, err := e.cg.poolMemory()
+		if err != nil {
+			return "memory in use unknown: " + err.Error()
+		}
+		if used+int64(pending)*reserve > o.MaxTotalMemoryBytes {
+			return fmt.Sprintf("%d bytes of memory in use of %d", used, o.MaxTotalMemoryBytes)
+		}
+	}
+	if e.tasksByUse {
+		reserve := int64(tasksReserve)
+		if gv {
+			reserve = gvisorTasksReserve
+		}
+		used, err := e.cg.poolTasks()
+		if err != nil {
+			return "tasks unknown: " + err.Error()
+		}
+		if used+int64(pending)*reserve > int64(o.maxTotalTasks) {
+			return fmt.Sprintf("%d tasks of %d", used, o.maxTotalTasks)
+		}
+	}
+	if o.MaxTotalDiskBytes > 0 && e.diskBytes+min(o.MaxDataDirBytes, o.MaxFileSizeBytes) > o.MaxTotalDiskBytes {
+		return fmt.Sprintf("%d bytes of disk in use of %d", e.diskBytes, o.MaxTotalDiskBytes)
+	}
+	if o.maxTotalEntries > 0 && e.diskEntries >= o.maxTotalEntries {
+		return fmt.Sprintf("%d files and directories of %d", e.diskEntries, o.maxTotalEntries)
+	}
+	return ""
+}
+
+// admitLocked says why a NewKernel that found no ready kernel may not wait
+// for one ("" when it may): the kernels that run or are handed over and the
+// calls already waiting, each of which gets a start, fill the pool-wide
+// limits. e.mu must be held.
+func (e *Executor) admitLocked() string {
+	if e.capacity >= 0 && len(e.kernels)+e.handed+len(e.waiters) >= e.capacity {
+		return fmt.Sprintf("%d kernels of %d bytes of memory each in %d", e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxTotalMemoryBytes)
+	}
+	return e.roomLocked(max(e.starting, len(e.waiters)+1))
+}
+
+// reserveLocked takes room for one kernel about to start, or reports false
+// when the pool-wide limits leave none. e.starting counts it until it is in
+// e.ready or handed to a waiting NewKernel, or failed to start. e.mu must
+// be held.
 func (e *Executor) reserveLocked() bool {
 	if e.capacity >= 0 && len(e.ready)+len(e.kernels)+e.starting+e.handed >= e.capacity {
+		return false
+	}
+	if e.roomLocked(e.starting+1) != "" {
 		return false
 	}
 	e.starting++
