@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -312,5 +313,85 @@ func TestMaxSessionsDefault(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, maxSessions(tt.flag, tt.ex))
 		})
+	}
+}
+
+// TestRunBurst: with the default flags, 20 new identifiers at once each get
+// a sandbox and run their first cell. Before the pool-wide memory limit was
+// enforced by a cgroup, every sandbox counted its 1 GiB -memory-limit
+// against half of the host's RAM (11 on a 23 GiB host), and the 12th to
+// 20th got 404 NoSessionsAvailable. Root is needed for the cgroups (without
+// them each sandbox still counts at its limit, see sandbox.Options).
+func TestRunBurst(t *testing.T) {
+	testenv.NeedSandbox(t, "IPython", "numpy")
+	if os.Geteuid() != 0 {
+		if os.Getenv(testenv.RequireSandboxEnv) == "1" {
+			t.Fatal("AZSESSIONS_REQUIRE_SANDBOX=1 but the tests do not run as root, which the pool's cgroups need")
+		}
+		t.Skip("needs root: without cgroups every sandbox counts its -memory-limit against -max-memory")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	dataDir := testenv.DataDir(t)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data-dir", dataDir, "-log-level", "warn"}, &stdout, &stderr, nil)
+	}()
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run failed: %v\n%s", err, stderr.String())
+		default:
+		}
+		return strings.Contains(stdout.String(), "\n")
+	}, 2*time.Minute, 20*time.Millisecond, "stderr: %s", stderr.String())
+	endpoint := strings.TrimSpace(stdout.String())
+
+	const burst = 20
+	client := &http.Client{Timeout: 10 * time.Minute} // a loaded 2-core machine starts 20 sandboxes slowly
+	defer client.CloseIdleConnections()
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answers := make([]answer, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := fmt.Sprintf("%s/executions?api-version=2025-10-02-preview&identifier=burst-%d", endpoint, i)
+			resp, err := client.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"code":"%d * 2","timeoutInSeconds":220}`, i)))
+			if err != nil {
+				answers[i].err = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			answers[i] = answer{resp.StatusCode, string(b), err}
+		}()
+	}
+	wg.Wait()
+	for i, a := range answers {
+		require.NoError(t, a.err, "identifier %d", i)
+		require.Equal(t, http.StatusOK, a.status, "identifier %d: %s", i, a.body)
+		var m struct {
+			Status string `json:"status"`
+			Result struct {
+				ExecutionResult json.RawMessage `json:"executionResult"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(a.body), &m), a.body)
+		require.Equal(t, "Succeeded", m.Status, a.body)
+		require.Equal(t, fmt.Sprint(i*2), string(m.Result.ExecutionResult), "identifier %d got another session's answer", i)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("run did not return after cancel")
 	}
 }
