@@ -109,6 +109,24 @@
 // wraps ErrPoolFull: the sandbox executor's pool-wide memory and disk
 // budgets, after ending expired sessions); existing sessions keep working.
 //
+// Pool-wide budgets (the emulator's choice; the service sizes its pools by
+// maxConcurrentSessions and says nothing of memory): a sandbox's
+// MemoryLimitBytes and MaxDataDirBytes are caps, not reservations. As root
+// the sandboxes' cgroups sit under one parent whose memory limit is
+// SandboxOptions.MaxTotalMemoryBytes (and whose pids limit is half of the
+// host's tasks), so the kernel caps what they use together: past it the
+// largest process among the sandboxes is OOM-killed (its execution fails
+// with a note and the kernel restarts on the next one), never the emulator.
+// Their data directories together are held to MaxTotalDiskBytes by the
+// watcher (a session whose directory grows while the pool is over it is
+// stopped, and uploads get only the room left). A new session is admitted
+// while the memory the sandboxes use (their working set), the tasks and the
+// disk leave room for one more; so 20, 50 or 100 new identifiers at once
+// all get a sandbox with the defaults, where counting each sandbox at its
+// 1 GiB limits let 11 in on a 23 GiB host. Without cgroups (not root) no
+// kernel limit holds the sum, so each sandbox still counts its
+// MemoryLimitBytes (SandboxOptions, Capacity).
+//
 // Executions: the operation-id header names an execution within its session
 // (a fresh one is made up when it is missing). The client sends the same
 // operation-id again only with the same code, to retry: the recorded

@@ -11,9 +11,11 @@ import "github.com/azsessions/azsessions/internal/sandbox"
 // directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
 // MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries, CPUs (one
 // sandbox's CPU quota in cores, default 1), MaxTotalMemoryBytes and
-// MaxTotalDiskBytes (pool-wide budgets, default half of the host's RAM and
-// of the data directory's free disk; past them a new session gets the pool's
-// full answer), SandboxUser (the unprivileged host account sandboxes run as
+// MaxTotalDiskBytes (pool-wide budgets of what the sandboxes use together,
+// default half of the host's RAM and of the data directory's free disk: as
+// root a parent cgroup caps their memory and a new session is admitted
+// while their use leaves room, see the package documentation; past them a
+// new session gets the pool's full answer), SandboxUser (the unprivileged host account sandboxes run as
 // when the emulator is root, default "nobody"; never uid 0), Preload
 // (modules every kernel imports in the background; nil for the default,
 // numpy) and Logger. The zero value is usable.

@@ -29,16 +29,17 @@
 //	-sandbox              bwrap, gvisor or none (default bwrap)
 //	-python               Python interpreter (default: the system python3)
 //	-cooldown             idle time before a session ends (default 5m)
-//	-max-sessions         live sessions in the pool (default: as many sandboxes as
-//	                      fit in -max-memory and -max-disk, at most 600)
+//	-max-sessions         live sessions in the pool (default 600; without cgroups
+//	                      as many sandboxes as fit in -max-memory at -memory-limit each)
 //	-max-execution-time   cap on one execution (default 3m40s)
 //	-max-upload-bytes     largest upload, e.g. 128MiB (default 128MiB)
 //	-output-streams-max-length  stdout/stderr cap in characters (default 4096;
 //	                      formerly -output-max-length, still accepted)
 //	-memory-limit         memory of one sandbox, e.g. 1GiB (default 1GiB)
 //	-cpus                 CPU quota of one sandbox, in cores (default 1)
-//	-max-memory           memory of all sandboxes together (default half of RAM)
-//	-max-disk             disk of all sandboxes' /mnt/data together (default half
+//	-max-memory           memory all sandboxes use together (default half of RAM;
+//	                      as root a parent cgroup's limit)
+//	-max-disk             disk all sandboxes' /mnt/data use together (default half
 //	                      of the free space of -data-dir)
 //	-sandbox-user         unprivileged host account sandboxes run as when the
 //	                      emulator runs as root (default nobody; never root)
@@ -133,7 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.python, "python", "", "Python `interpreter` (default: the system python3)")
 	fs.StringVar(&c.node, "node", "", "Node.js `executable` of -pool-type NodeLTS (default: /usr/bin/node, else node on PATH)")
 	fs.DurationVar(&c.cooldown, "cooldown", emulator.DefaultCooldown, "idle time after which a session, its variables and files end")
-	fs.IntVar(&c.maxSessions, "max-sessions", 0, fmt.Sprintf("live sessions in the pool; one more gets 404 (default, or 0: as many sandboxes as fit in -max-memory and -max-disk, at most %d)", emulator.DefaultMaxSessions))
+	fs.IntVar(&c.maxSessions, "max-sessions", 0, fmt.Sprintf("live sessions in the pool; one more gets 404 (default, or 0: %d, or without cgroups (not root) as many sandboxes as fit in -max-memory at -memory-limit each)", emulator.DefaultMaxSessions))
 	fs.DurationVar(&c.maxExecutionTime, "max-execution-time", emulator.DefaultMaxExecutionTime, "cap on one execution")
 	fs.Var(&c.maxUploadBytes, "max-upload-bytes", "largest upload, in bytes or with a unit (KiB, MiB, GiB, KB, MB, GB); above it 413")
 	fs.IntVar(&c.outputStreamsMaxLength, "output-streams-max-length", emulator.DefaultOutputStreamsMaxLength, "stdout and stderr cap, each, in characters (the pool's default for the request's outputStreamsMaxLength)")
@@ -142,8 +143,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Usage = func() { usage(fs, "output-max-length") }
 	fs.Var(&c.memoryLimit, "memory-limit", "memory of one sandbox, in bytes or with a unit (e.g. 1GiB)")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of one sandbox, in cores (e.g. 0.5), background processes included")
-	fs.Var(&c.maxMemory, "max-memory", "memory of all sandboxes together (each counts its -memory-limit); past it new sessions get 404 (default: half of the host's RAM)")
-	fs.Var(&c.maxDisk, "max-disk", "disk of all sandboxes' /mnt/data together (each counts 1GiB); past it new sessions get 404 (default: half of the free space of -data-dir)")
+	fs.Var(&c.maxMemory, "max-memory", "memory all sandboxes use together: as root the limit of a cgroup holding them all (the largest process among them is OOM-killed past it) and new sessions get 404 when what they use leaves no room; without cgroups each counts its -memory-limit (default: half of the host's RAM)")
+	fs.Var(&c.maxDisk, "max-disk", "disk all sandboxes' /mnt/data use together, as measured; past it a session that writes more is stopped and new sessions get 404 (default: half of the free space of -data-dir)")
 	fs.StringVar(&c.sandboxUser, "sandbox-user", "", "unprivileged host `account` (name, uid or uid:gid) that sandboxes run as when the emulator runs as root (default nobody; root is refused)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")
 	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast (more, up to 4×, while sessions arrive faster than they start)")
@@ -349,10 +350,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	return errors.Join(serveErr, closeErr)
 }
 
-// maxSessions is -max-sessions, or when it is 0 the default: as many sessions
-// as the executor has room for (emulator.DefaultMaxSessions at most), so
-// that the pool's limit and the sandboxes' pool-wide memory and disk limits
-// agree.
+// maxSessions is -max-sessions, or when it is 0 the default:
+// emulator.DefaultMaxSessions, or fewer when the executor counts each
+// sandbox at its memory limit (no cgroups: Capacity > 0), so that the pool's
+// limit and the sandboxes' pool-wide memory limit agree. With cgroups the
+// executor admits by what the sandboxes use and has no count (-1).
 func maxSessions(flagValue int, ex emulator.Executor) int {
 	if flagValue > 0 {
 		return flagValue

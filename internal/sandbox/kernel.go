@@ -900,7 +900,9 @@ func (k *Kernel) watch() {
 
 // DataDirSpace implements kernel.SpaceReporter: the bytes the data directory
 // uses as the limit counts them (du's allocated blocks plus files the kernel
-// holds open after deleting them) and MaxDataDirBytes.
+// holds open after deleting them) and its limit: MaxDataDirBytes, or less
+// when the pool-wide MaxTotalDiskBytes leaves less beside what the other
+// kernels hold.
 func (k *Kernel) DataDirSpace() (used, limit int64, err error) {
 	p, err := k.current()
 	if err != nil {

@@ -114,12 +114,52 @@
 // per process only, the process limit is the approximate RLIMIT_NPROC, and
 // CPU is not limited.
 //
-// Pool-wide: the executor's kernels, ready ones included, count
-// MemoryLimitBytes and MaxDataDirBytes each against MaxTotalMemoryBytes and
+// Pool-wide (issue 10's budgets; issue 16 made them measured): the
+// executor's kernels, ready ones included, share MaxTotalMemoryBytes and
 // MaxTotalDiskBytes (default half of the host's RAM and half of the free
-// space of the data directory's file system when New runs). NewKernel fails
-// with ErrPoolFull when one more would pass either; Capacity says how many
-// fit, and the pool of ready kernels only refills within them.
+// space of the data directory's file system when New runs), half of the
+// host's tasks (the smaller of kernel.pid_max and kernel.threads-max) and
+// half of the free inodes of that file system. A per-kernel limit is a cap,
+// not a reservation: a ready kernel uses ~40–55 MiB (bwrap) of its 1 GiB
+// and an empty /mnt/data, so counting each at its limits let 11 sessions
+// into a 23 GiB host. Instead:
+//   - memory and tasks: the executor's cgroups, which hold every kernel's
+//     groups, get the pool-wide limits (memory.limit_in_bytes and
+//     memory.memsw.limit_in_bytes, or memory.max, and pids.max, on the
+//     parent; v1 with hierarchical accounting). The host kernel then caps
+//     what all sandboxes use together: past the memory limit it reclaims
+//     their page cache, then OOM-kills the largest process among them (a
+//     session's interpreter or gVisor Sentry, which is reported and
+//     restarted on the next execution like a kernel over its own limit);
+//     past the tasks limit fork and clone fail with EAGAIN in the sandboxes.
+//     The emulator is not in these groups and is never the victim.
+//   - disk and entries: every measurement of a kernel's data directory by
+//     the watcher (see below) updates the pool's totals. When they pass
+//     MaxTotalDiskBytes (or the entries limit), a kernel whose directory
+//     grew since its last measurement is stopped like one over
+//     MaxDataDirBytes (the kernels that only read keep working), and an
+//     upload's room (DataDirSpace) is what the other kernels leave. The
+//     overshoot is bounded as for one kernel: what the writers write within
+//     one watch interval.
+//
+// NewKernel admits by use: it fails with ErrPoolFull when the memory in use
+// by the sandboxes (the memory group's charge less its inactive page cache,
+// as kubelet counts a working set) plus a reserve per kernel being started
+// (memReserve: 64 MiB, 128 MiB on gVisor), the tasks plus a reserve per
+// start, or the bytes and entries of the data directories at their last
+// measurement leave no room for one more; the ready list only refills
+// within the same room, and NewKernel calls waiting for a start are refused
+// when the room they were admitted in is gone. The reserves only keep
+// admission from starting a kernel that would find no room; the limits
+// themselves are the kernel's (memory, tasks) and the watcher's (disk).
+// Without a memory cgroup (no root and no delegated cgroup, or the cgroup
+// self-test failed) nothing would cap the sandboxes' sum, so each kernel
+// counts its MemoryLimitBytes against MaxTotalMemoryBytes, as before issue
+// 16, and Capacity says how many fit; tasks are then bounded per kernel by
+// RLIMIT_NPROC only. On cgroup v2 the same limits go to the parent's
+// memory.max and pids.max (written, not exercised: the machines this was
+// tested on have cgroup v1); where the parent has no memory controller
+// enabled the write fails and memory is counted per kernel, with a warning.
 //
 // MaxDataDirBytes and MaxDataDirEntries are watched from Go: the data
 // directory is measured like du (the blocks allocated to every file and
