@@ -223,8 +223,13 @@
 //	                                   Code that ignores the interrupt is killed after a grace
 //	                                   period and the kernel restarted (variables lost, files
 //	                                   kept), which stderr says
-//	output over the cap                cut at a UTF-8 character boundary within the byte cap
-//	                                   (the 4096-byte cap itself was measured live)
+//	the unit of the output cap         characters, cut once by the kernel (never half a
+//	  (outputStreamsMaxLength)         character). The spec names the field a length with
+//	                                   "default 4096" and no unit; the one live measurement
+//	                                   (LangChain's, on a Shell pool: "exactly 4096 bytes")
+//	                                   does not show what happens to non-ASCII output, where
+//	                                   bytes and characters differ. The client's
+//	                                   Execution.Truncated and the tools count characters too
 //	an asynchronous execution          answers Running at once (as the spec's _Async_Running
 //	                                   examples), never NotStarted; GET executions/{id} polls it
 //	Retry-After on a running           1 (second), on the execute answer and on each look-up

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/azsessions/azsessions/internal/uuid"
 	"github.com/azsessions/azsessions/internal/wire"
@@ -254,7 +253,7 @@ func (h *Handler) execute(c *call) *apiError {
 		h.wg.Add(1)
 		// The deprecated OutputMaxLength is set too, for Executors that read it.
 		//lint:ignore SA1019 see above
-		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputStreamsMaxLength: ep.outputMax, OutputMaxLength: ep.outputMax, Shell: ep.shell}, ep.outputMax)
+		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputStreamsMaxLength: ep.outputMax, OutputMaxLength: ep.outputMax, Shell: ep.shell})
 	}
 	h.setOperationHeaders(c, id)
 	if ep.async {
@@ -271,7 +270,7 @@ func (h *Handler) execute(c *call) *apiError {
 }
 
 // run executes e on the session's kernel after the executions queued before it.
-func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax int) {
+func (h *Handler) run(s *session, e *execution, req ExecutionRequest) {
 	defer h.wg.Done()
 	defer close(e.done)           // third: the answer goes out after the release
 	defer h.pool.release(s, true) // second
@@ -320,11 +319,8 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax 
 		finish(wire.StatusFailed, ExecutionResult{Status: Failed, Stderr: "the interpreter failed: " + err.Error(), Duration: res.Duration}, true)
 		return
 	}
-	var trunc bool
-	res.Stdout, trunc = truncateBytes(res.Stdout, outputMax)
-	res.StdoutTruncated = res.StdoutTruncated || trunc
-	res.Stderr, trunc = truncateBytes(res.Stderr, outputMax)
-	res.StderrTruncated = res.StderrTruncated || trunc
+	// The kernel has cut stdout and stderr at req's output cap, in
+	// characters (kernel.Request): they are not cut again here.
 	status := wire.StatusSucceeded
 	switch res.Status {
 	case Failed:
@@ -333,23 +329,6 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest, outputMax 
 		status = wire.StatusCanceled
 	}
 	finish(status, res, false)
-}
-
-// truncateBytes cuts s to at most n bytes at a UTF-8 character boundary: the
-// service caps stdout and stderr at 4096 bytes (measured by the LangChain
-// maintainers on a live pool: langchain-ai/langchain-azure
-// libs/azure-compute/langchain_azure_compute/dynamic_sessions/backends/_shell.py,
-// commit e480291c). Cutting at a boundary (rather than inside a character) is
-// the emulator's guess.
-func truncateBytes(s string, n int) (string, bool) {
-	if n <= 0 || len(s) <= n {
-		return s, false
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut], true
 }
 
 // executionValue is the executionResult (or legacy result) of a finished

@@ -150,25 +150,32 @@ func TestExecuteTimeout(t *testing.T) {
 	}
 }
 
+// TestExecuteOutputTruncation: the output cap counts characters, and
+// multibyte output is cut once, by the kernel (here ScriptedExecutor's): a
+// second cut in bytes by the handler, as before issue 15, would answer "éé"
+// (5 bytes) instead of five "é" (10 bytes).
 func TestExecuteOutputTruncation(t *testing.T) {
 	e := newEnv(t, emulator.Options{OutputStreamsMaxLength: 5})
 	long := "ééééééééé" // 9 characters, 18 bytes
-	// The cap counts bytes (the service's 4096 was measured in bytes) and
-	// cuts at a character boundary: 5 bytes hold two "é".
 	for _, v := range append(append([]string{}, legacyVersions...), newVersions...) {
 		t.Run(v, func(t *testing.T) {
-			require.Equal(t, "éé", e.stdout(v, "sess-trunc", "print:"+long))
+			require.Equal(t, "ééééé", e.stdout(v, "sess-trunc", "print:"+long))
 		})
 	}
 	t.Run("outputStreamsMaxLength on 2025-10", func(t *testing.T) {
 		r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-trunc"), map[string]any{"code": "print:ab" + long + "\nstderr:a" + long, "timeoutInSeconds": 60, "outputStreamsMaxLength": 4}, nil)
 		res := r.json(t)["result"].(map[string]any)
-		require.Equal(t, "abé", res["stdout"])
-		require.Equal(t, "aé", res["stderr"], "never half a character")
+		require.Equal(t, "abéé", res["stdout"])
+		require.Equal(t, "aééé", res["stderr"], "never half a character")
 	})
 	t.Run("outputStreamsMaxLength ignored before 2025-10", func(t *testing.T) {
 		r := e.postJSON("executions", qv(wire.V20250202Preview, "sess-trunc"), execBody("print:"+long, "outputStreamsMaxLength", 3), nil)
-		require.Equal(t, "éé", r.json(t)["result"].(map[string]any)["stdout"])
+		require.Equal(t, "ééééé", r.json(t)["result"].(map[string]any)["stdout"])
+	})
+	t.Run("at the default cap, 3-byte characters", func(t *testing.T) {
+		e := newEnv(t, emulator.Options{})
+		atCap := strings.Repeat("€", emulator.DefaultOutputStreamsMaxLength-1) // and print's "\n"
+		require.Equal(t, atCap+"\n", e.stdout(wire.V20251002Preview, "sess-trunc", "print:"+atCap), "a kernel's output at the cap is answered whole")
 	})
 }
 

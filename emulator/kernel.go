@@ -24,7 +24,8 @@ type Kernel = kernel.Kernel
 type ExecutionRequest = kernel.Request
 
 // ExecutionResult is what a Kernel answers for one execution
-// (kernel.Result). The handler cuts Stdout and Stderr at the output cap.
+// (kernel.Result). The kernel cuts Stdout and Stderr at the request's
+// output cap, in characters; the handler answers them as they are.
 type ExecutionResult = kernel.Result
 
 // ExecutionStatus is the outcome of an execution (kernel.Status): Succeeded,
@@ -58,7 +59,8 @@ func DataDirFromContext(ctx context.Context) string {
 // is reported as timed out) and that carries the data directory
 // (DataDirFromContext). Each kernel gets a fresh temporary data directory,
 // removed by Kernel.Close. A zero Status means Succeeded; a zero Duration is
-// replaced by the measured one. Info reports Sandbox "scripted".
+// replaced by the measured one; Stdout and Stderr are cut at the request's
+// output cap, in characters. Info reports Sandbox "scripted".
 func ScriptedExecutor(fn func(ctx context.Context, code string) ExecutionResult) Executor {
 	return &scriptedExecutor{fn: fn, kernels: map[*scriptedKernel]struct{}{}}
 }
@@ -124,7 +126,16 @@ func (k *scriptedKernel) Execute(ctx context.Context, req ExecutionRequest) (Exe
 	}
 	ctx = context.WithValue(ctx, dataDirKey{}, k.dir)
 	start := time.Now()
+	outputMax, err := kernel.OutputCap(req)
+	if err != nil {
+		return ExecutionResult{}, err
+	}
 	res := k.e.fn(ctx, req.Code)
+	var cut bool
+	res.Stdout, cut = kernel.TruncateOutput(res.Stdout, outputMax)
+	res.StdoutTruncated = res.StdoutTruncated || cut
+	res.Stderr, cut = kernel.TruncateOutput(res.Stderr, outputMax)
+	res.StderrTruncated = res.StderrTruncated || cut
 	if res.Duration == 0 {
 		res.Duration = time.Since(start)
 	}

@@ -134,3 +134,20 @@ func TestTimeoutOverHTTP(t *testing.T) {
 		require.NotContains(t, resp.Stderr, "driver.py", version)
 	}
 }
+
+// TestOutputCapWithRealPython: real Python's multibyte output is cut once,
+// at the cap in characters (by the sandbox), on stdout and stderr; the
+// handler's former second cut in bytes answered a third of it.
+func TestOutputCapWithRealPython(t *testing.T) {
+	t.Parallel()
+	e := newPythonEnv(t)
+	r := e.postJSON("executions", qv("2025-10-02-preview", "real-python-cap"), map[string]any{
+		"code":                   "import sys\nprint('€' * 5000)\nprint('é' * 5000, file=sys.stderr)",
+		"timeoutInSeconds":       60,
+		"outputStreamsMaxLength": 3000,
+	}, nil)
+	require.Equal(t, 200, r.status, "body: %s", r.body)
+	res := r.json(t)["result"].(map[string]any)
+	require.Equal(t, strings.Repeat("€", 3000), res["stdout"])
+	require.Equal(t, strings.Repeat("é", 3000), res["stderr"])
+}

@@ -28,8 +28,10 @@ type Request struct {
 	// Timeout bounds the execution; the kernel interrupts the code when it passes.
 	Timeout time.Duration
 	// OutputStreamsMaxLength caps stdout and stderr, each, in characters
-	// (the service's outputStreamsMaxLength). A kernel must not buffer much
-	// more than this however much the code prints. 0 means 4096.
+	// (the service's outputStreamsMaxLength): the kernel cuts them there
+	// (with TruncateOutput; the handler does not cut them again) and must
+	// not buffer much more than this however much the code prints. 0 means
+	// 4096.
 	OutputStreamsMaxLength int
 	// OutputMaxLength is the former name of OutputStreamsMaxLength; the
 	// emulator sets both to the same value. A kernel reads the cap with
@@ -63,6 +65,20 @@ func OutputCap(req Request) (int, error) {
 		n = DefaultOutputStreamsMaxLength
 	}
 	return n, nil
+}
+
+// TruncateOutput cuts s to its first n characters and says whether it did:
+// the one truncation of a kernel's output streams (and of notes in them),
+// in the unit of Request.OutputStreamsMaxLength.
+func TruncateOutput(s string, n int) (string, bool) {
+	c := 0
+	for i := range s {
+		if c == n {
+			return s[:i], true
+		}
+		c++
+	}
+	return s, false
 }
 
 // ShellCommand is the command of a Shell execution: Command for bash -c

@@ -38,3 +38,26 @@ func TestOutputCap(t *testing.T) {
 		})
 	}
 }
+
+// TestTruncateOutput: the cut counts characters, not bytes, and never
+// splits one.
+func TestTruncateOutput(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+		cut  bool
+	}{
+		{"", 3, "", false},
+		{"abc", 3, "abc", false},
+		{"abcd", 3, "abc", true},
+		{"ééé€", 2, "éé", true},
+		{"€€", 5, "€€", false},
+		{"€€", 0, "", true},
+	}
+	for _, tc := range tests {
+		got, cut := TruncateOutput(tc.in, tc.n)
+		require.Equal(t, tc.want, got, "%q cut at %d", tc.in, tc.n)
+		require.Equal(t, tc.cut, cut, "%q cut at %d", tc.in, tc.n)
+	}
+}

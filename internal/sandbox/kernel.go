@@ -1168,7 +1168,7 @@ func (x *execution) refused(why string) kernel.Result {
 	res.Status = kernel.Failed
 	res.Value = emptyValue
 	res.Stderr = strings.Join(append(x.notes, why), "\n") + "\n"
-	res.Stderr, res.StderrTruncated = cutRunes(res.Stderr, x.outputMax)
+	res.Stderr, res.StderrTruncated = kernel.TruncateOutput(res.Stderr, x.outputMax)
 	return res
 }
 
@@ -1328,13 +1328,13 @@ func (k *Kernel) fill(res *kernel.Result, p *proc, outputMax int, before []strin
 			// Keep the note: it explains what happened.
 			tail := after + "\n"
 			if n := utf8.RuneCountInString(tail); n < outputMax {
-				stderr, _ = cutRunes(stderr, outputMax-n)
+				stderr, _ = kernel.TruncateOutput(stderr, outputMax-n)
 				stderr += tail
 			} else {
-				stderr, _ = cutRunes(tail, outputMax)
+				stderr, _ = kernel.TruncateOutput(tail, outputMax)
 			}
 		} else {
-			stderr, _ = cutRunes(stderr, outputMax)
+			stderr, _ = kernel.TruncateOutput(stderr, outputMax)
 		}
 		trunc = true
 	}

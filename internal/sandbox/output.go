@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/azsessions/azsessions/internal/kernel"
 )
 
 // maxOutputStreamsMaxLength caps a Request's output cap (the emulator
@@ -73,21 +75,8 @@ func (s *stream) result(maxChars int) (string, bool) {
 	}
 	truncated := s.dropped > 0
 	out := string(bytes.ToValidUTF8(data, []byte("\uFFFD")))
-	out, cut := cutRunes(out, maxChars)
+	out, cut := kernel.TruncateOutput(out, maxChars)
 	return out, truncated || cut
-}
-
-// cutRunes cuts s to its first n characters and says whether it did: the
-// one truncation of the sandbox's output (streams and notes in stderr).
-func cutRunes(s string, n int) (string, bool) {
-	c := 0
-	for i := range s {
-		if c == n {
-			return s[:i], true
-		}
-		c++
-	}
-	return s, false
 }
 
 // keep appends p to the buffer up to capBytes; the caller holds mu.

@@ -74,27 +74,6 @@ func TestStreamBounded(t *testing.T) {
 	<-s.doneCh()
 }
 
-// TestCutRunes: cutRunes counts characters, not bytes.
-func TestCutRunes(t *testing.T) {
-	tests := []struct {
-		in   string
-		n    int
-		want string
-		cut  bool
-	}{
-		{"", 3, "", false},
-		{"abc", 3, "abc", false},
-		{"abcd", 3, "abc", true},
-		{"ééé€", 2, "éé", true},
-		{"€€", 5, "€€", false},
-	}
-	for _, tc := range tests {
-		got, cut := cutRunes(tc.in, tc.n)
-		require.Equal(t, tc.want, got, "%q cut at %d", tc.in, tc.n)
-		require.Equal(t, tc.cut, cut, "%q cut at %d", tc.in, tc.n)
-	}
-}
-
 // TestFillKeepsNote: stderr over the output cap is cut, but a note about
 // what happened to the kernel (after) is kept whole at its end when it fits.
 func TestFillKeepsNote(t *testing.T) {
