@@ -10,6 +10,11 @@
 //	upload_file       {"local_file_path": string, "remote_file_name"?: string}   only with Options.LocalDir
 //	download_file     {"remote_file_path": string, "local_file_path"?: string}   only with Options.LocalDir
 //
+// Each tool is one row of one table (table.go): its name, description and
+// arguments as a Go struct, from which both its JSON Schema (Parameters) and
+// the decoding of the model's arguments are derived, so the two cannot
+// drift. The MCP server and the adapters only translate Tool.
+//
 // The tool names and the parameter names of code_interpreter and list_files
 // are those of LlamaIndex's AzureCodeInterpreterToolSpec, so prompts written
 // for it keep working.

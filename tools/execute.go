@@ -34,11 +34,11 @@ type imageAnswer struct {
 }
 
 func (ts *toolset) codeInterpreter(ctx context.Context, arguments string) (string, error) {
-	args, aerr := parseArgs(arguments, []string{"python_code"}, nil)
+	args, aerr := decodeArgs[codeInterpreterArgs](arguments)
 	if aerr != nil {
 		return aerr.msg, nil
 	}
-	code := args["python_code"]
+	code := args.PythonCode
 	if !ts.opts.DisableSanitize {
 		code = SanitizeInput(code)
 	}

@@ -27,7 +27,7 @@ func newFileAnswer(f azsessions.File) fileAnswer {
 }
 
 func (ts *toolset) listFiles(ctx context.Context, arguments string) (string, error) {
-	if _, aerr := parseArgs(arguments, nil, nil); aerr != nil {
+	if _, aerr := decodeArgs[listFilesArgs](arguments); aerr != nil {
 		return aerr.msg, nil
 	}
 	files := []fileAnswer{}
@@ -45,11 +45,11 @@ func (ts *toolset) listFiles(ctx context.Context, arguments string) (string, err
 }
 
 func (ts *toolset) uploadFile(ctx context.Context, arguments string) (string, error) {
-	args, aerr := parseArgs(arguments, []string{"local_file_path"}, []string{"remote_file_name"})
+	args, aerr := decodeArgs[uploadFileArgs](arguments)
 	if aerr != nil {
 		return aerr.msg, nil
 	}
-	local := args["local_file_path"]
+	local := args.LocalFilePath
 	rel, msg := ts.localRel(local)
 	if msg != "" {
 		return modelError("%s", msg), nil
@@ -71,7 +71,7 @@ func (ts *toolset) uploadFile(ctx context.Context, arguments string) (string, er
 	if !fi.Mode().IsRegular() {
 		return modelError("local path %q is not a regular file", local), nil
 	}
-	remote := args["remote_file_name"]
+	remote := args.RemoteFileName
 	if remote == "" {
 		remote = filepath.Base(rel)
 	}
@@ -98,16 +98,16 @@ type downloadAnswer struct {
 }
 
 func (ts *toolset) downloadFile(ctx context.Context, arguments string) (string, error) {
-	args, aerr := parseArgs(arguments, []string{"remote_file_path"}, []string{"local_file_path"})
+	args, aerr := decodeArgs[downloadFileArgs](arguments)
 	if aerr != nil {
 		return aerr.msg, nil
 	}
-	remote := args["remote_file_path"]
+	remote := args.RemoteFilePath
 	if remote == "" || strings.HasSuffix(remote, "/") {
 		return modelError("invalid remote_file_path %q: name a file such as \"data.csv\" or \"/mnt/data/data.csv\"", remote), nil
 	}
 	remoteBase := path.Base(remote)
-	local := args["local_file_path"]
+	local := args.LocalFilePath
 	if local == "" {
 		local = remoteBase
 	}

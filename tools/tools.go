@@ -69,15 +69,15 @@ func New(session *azsessions.Session, options *Options) []Tool {
 	if options != nil {
 		ts.opts = *options
 	}
-	out := []Tool{
-		{Name: NameCodeInterpreter, Description: descCodeInterpreter, Parameters: json.RawMessage(schemaCodeInterpreter), Call: ts.codeInterpreter},
-		{Name: NameListFiles, Description: descListFiles, Parameters: json.RawMessage(schemaListFiles), Call: ts.listFiles},
-	}
-	if ts.opts.LocalDir != "" {
-		out = append(out,
-			Tool{Name: NameUploadFile, Description: descUploadFile, Parameters: json.RawMessage(schemaUploadFile), Call: ts.uploadFile},
-			Tool{Name: NameDownloadFile, Description: descDownloadFile, Parameters: json.RawMessage(schemaDownloadFile), Call: ts.downloadFile},
-		)
+	var out []Tool
+	for _, d := range toolTable {
+		if d.localDir && ts.opts.LocalDir == "" {
+			continue
+		}
+		call := d.call
+		out = append(out, Tool{Name: d.name, Description: d.description, Parameters: schemas[d.name], Call: func(ctx context.Context, arguments string) (string, error) {
+			return call(ts, ctx, arguments)
+		}})
 	}
 	return out
 }
@@ -102,14 +102,6 @@ const descUploadFile = `Uploads a file from the user's local directory into the 
 const descDownloadFile = `Downloads a file from the session's /mnt/data directory into the user's local directory. ` +
 	`It never overwrites a local file: when the name is taken it saves under a new name and says so. Answers JSON with saved_to, the local name relative to the local directory.`
 
-const schemaCodeInterpreter = `{"type":"object","properties":{"python_code":{"type":"string","description":"The Python code to run. Plain code, not a Markdown block."}},"required":["python_code"],"additionalProperties":false}`
-
-const schemaListFiles = `{"type":"object","properties":{},"additionalProperties":false}`
-
-const schemaUploadFile = `{"type":"object","properties":{"local_file_path":{"type":"string","description":"Path of the local file, relative to the local directory."},"remote_file_name":{"type":"string","description":"Name to give the file under /mnt/data; default: the local file's name."}},"required":["local_file_path"],"additionalProperties":false}`
-
-const schemaDownloadFile = `{"type":"object","properties":{"remote_file_path":{"type":"string","description":"The file in the session, such as \"data.csv\" or \"/mnt/data/data.csv\"."},"local_file_path":{"type":"string","description":"Where to save it, relative to the local directory; default: the file's name."}},"required":["remote_file_path"],"additionalProperties":false}`
-
 // marshal encodes v as compact JSON without HTML escaping (models read "<"
 // better than "\u003c").
 func marshal(v any) string {
@@ -128,65 +120,4 @@ func modelError(format string, args ...any) string {
 	return marshal(struct {
 		Error string `json:"error"`
 	}{fmt.Sprintf(format, args...)})
-}
-
-// argError is returned by parseArgs: its text is the model's answer.
-type argError struct{ msg string }
-
-func (e *argError) Error() string { return e.msg }
-
-// parseArgs decodes a JSON object of string fields. required and optional
-// name the fields; unknown fields are ignored, null counts as absent.
-func parseArgs(arguments string, required, optional []string) (map[string]string, *argError) {
-	arguments = strings.TrimSpace(arguments)
-	if arguments == "" {
-		arguments = "{}"
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(arguments), &raw); err != nil || raw == nil {
-		return nil, &argError{invalidArgs("the arguments must be a JSON object" + schemaHint(required, optional))}
-	}
-	out := map[string]string{}
-	get := func(name string, req bool) *argError {
-		v, ok := raw[name]
-		if !ok || string(bytes.TrimSpace(v)) == "null" {
-			if req {
-				return &argError{invalidArgs(name + " is required (a string)")}
-			}
-			return nil
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return &argError{invalidArgs(name + " must be a string")}
-		}
-		out[name] = s
-		return nil
-	}
-	for _, n := range required {
-		if err := get(n, true); err != nil {
-			return nil, err
-		}
-	}
-	for _, n := range optional {
-		if err := get(n, false); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-func invalidArgs(msg string) string { return modelError("invalid arguments: %s", msg) }
-
-func schemaHint(required, optional []string) string {
-	if len(required)+len(optional) == 0 {
-		return " ({})"
-	}
-	var parts []string
-	for _, n := range required {
-		parts = append(parts, fmt.Sprintf("%q: string", n))
-	}
-	for _, n := range optional {
-		parts = append(parts, fmt.Sprintf("%q: string (optional)", n))
-	}
-	return " ({" + strings.Join(parts, ", ") + "})"
 }
