@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,9 @@ type cgroups struct {
 	pids    string   // base that holds the pids controller ("" = none)
 	cpu     string   // base that holds the cpu controller ("" = none)
 	cpuacct string   // base that accounts CPU time (v1 cpuacct, or the v2 base)
+	// cloneIntoFailed: starting a sandbox with CLONE_INTO_CGROUP failed and
+	// the wrapper worked (see chooseCgroupJoin); the wrapper from then on.
+	cloneIntoFailed atomic.Bool
 }
 
 // cgroupSet is one sandbox's groups.

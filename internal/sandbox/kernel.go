@@ -132,7 +132,8 @@ var preloadMessage = []byte(`{"preloaded"`)
 // steps: the driver's configuration and limits (newDriverConfig,
 // procCgroup), environment (procEnv), pipes (openPipes), command line
 // (commandLine, running what program says: driverArgv or nodeArgv,
-// wrapped by cgroupWrap), the process (procCommand, launch) and its
+// wrapped by cgroupWrap as chooseCgroupJoin decides), the process
+// (procCommand, launch) and its
 // readiness (awaitReady).
 func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, error) {
 	cfg := e.newDriverConfig()
@@ -159,10 +160,15 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if err != nil {
 		return fail(err)
 	}
-	args = e.cgroupWrap(cg, args)
-	cmd := e.procCommand(args, dataDir, env, cg)
-	cmd.Stdout, cmd.Stderr = pp.outW, pp.errW
-	cmd.ExtraFiles = fds.extra
+	entry := e.cgroupEntryFor(cg)
+	defer entry.close()
+	command := func(entry cgroupEntry) *exec.Cmd {
+		cmd := e.procCommand(e.cgroupWrap(cg, entry.mode, args), dataDir, env, cg, entry)
+		cmd.Stdout, cmd.Stderr = pp.outW, pp.errW
+		cmd.ExtraFiles = fds.extra
+		return cmd
+	}
+	cmd := command(entry)
 	p := &proc{
 		cmd: cmd, dataDir: dataDir, cg: cg, role: role, gv: gv,
 		cmdW: pp.cmdW, resR: pp.resR, outR: pp.outR, errR: pp.errR,
@@ -178,7 +184,16 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if e.opts.Runtime == RuntimeNode {
 		p.replyMax = maxNodeReplyBytes
 	}
-	if err := e.launch(p, append(fds.extra, pp.outW, pp.errW)); err != nil {
+	err = e.launch(p, append(fds.extra, pp.outW, pp.errW))
+	if err != nil && entry.mode == joinAtClone && !errors.Is(err, ErrClosed) {
+		// clone3 into a cgroup refused (a kernel before 5.7, a seccomp
+		// filter): the wrapper joins instead, from now on if it works.
+		p.cmd = command(cgroupEntry{mode: joinWrapper})
+		if err = e.launch(p, append(fds.extra, pp.outW, pp.errW)); err == nil && e.cg != nil {
+			e.cg.cloneIntoFailed.Store(true)
+		}
+	}
+	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", args[0], err))
 	}
 	if err := p.awaitReady(ctx); err != nil {
@@ -377,11 +392,19 @@ func (e *Executor) commandLine(dataDir string, env map[string]string, cfg driver
 	}
 }
 
-// cgroupWrap prefixes args with a shell that joins cg's cgroups before
-// the sandbox starts, so every descendant is in them (args as is when cg is
-// nil).
-func (e *Executor) cgroupWrap(cg *cgroupSet, args []string) []string {
-	if cg == nil {
+// cgroupWrap prefixes args with what puts the sandbox in cg's cgroups
+// (chooseCgroupJoin): for joinWrapper a shell that joins them before the
+// sandbox starts, so every descendant is in them; for joinAtClone (the
+// process starts in its group) only the drop of root to the sandbox user;
+// args as is for joinNone.
+func (e *Executor) cgroupWrap(cg *cgroupSet, mode cgroupJoin, args []string) []string {
+	switch {
+	case cg == nil || mode == joinNone:
+		return args
+	case mode == joinAtClone:
+		if e.id != nil && e.opts.Mode != ModeGvisor {
+			return append(e.id.setprivArgs(), args...)
+		}
 		return args
 	}
 	wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
@@ -397,8 +420,9 @@ func (e *Executor) cgroupWrap(cg *cgroupSet, args []string) []string {
 
 // procCommand is the host process for args: its environment and directory
 // (env and dataDir in mode none; the sandbox sets them otherwise), killed
-// with the emulator, in a process group of its own.
-func (e *Executor) procCommand(args []string, dataDir string, env map[string]string, cg *cgroupSet) *exec.Cmd {
+// with the emulator, in a process group of its own, created in its cgroup
+// for joinAtClone.
+func (e *Executor) procCommand(args []string, dataDir string, env map[string]string, cg *cgroupSet, entry cgroupEntry) *exec.Cmd {
 	cmd := exec.Command(args[0], args[1:]...)
 	if e.opts.Mode == ModeNone {
 		cmd.Dir = dataDir
@@ -410,6 +434,10 @@ func (e *Executor) procCommand(args []string, dataDir string, env map[string]str
 		cmd.Dir = "/"
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if entry.mode == joinAtClone {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(entry.dir.Fd())
+	}
 	if e.id != nil && cg == nil && e.opts.Mode != ModeGvisor {
 		cmd.SysProcAttr.Credential = e.id.credential()
 	}
