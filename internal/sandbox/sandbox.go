@@ -27,7 +27,8 @@
 // Host identity: session code never runs as host root. When the emulator
 // runs as root, every sandbox runs as an unprivileged host account
 // (Options.SandboxUser, default "nobody"; uid 0 is refused): the process
-// that starts it joins the sandbox's cgroups as root, then drops to that
+// that starts it joins (or, on cgroup v2, is created in) the sandbox's
+// cgroups as root, then drops to that
 // uid and gid with no supplementary groups and empty capability sets
 // (setpriv --reuid --regid --clear-groups --inh-caps=-all
 // --bounding-set=-all; SysProcAttr.Credential without cgroups) and execs
@@ -100,8 +101,9 @@
 //
 // When the emulator can create cgroups (root here, with cgroup v1 "pids",
 // "memory", "cpu" and "cpuacct" hierarchies, or a cgroup v2 tree with those
-// controllers) every sandbox also joins its own cgroup, before bwrap starts,
-// with pids.max = MaxProcesses (tasks, threads included), a memory limit of
+// controllers) every sandbox also joins its own cgroup, before bwrap starts
+// (on v2 it is created in it: clone3 with CLONE_INTO_CGROUP; on v1 a shell
+// joins each hierarchy, then execs; see chooseCgroupJoin), with pids.max = MaxProcesses (tasks, threads included), a memory limit of
 // MemoryLimitBytes for the whole sandbox (memory.limit_in_bytes or
 // memory.max; tmpfs pages written to /tmp and /dev/shm are charged to it
 // too): past it the kernel OOM-kills the sandbox, which is reported by the
