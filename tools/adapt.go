@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -34,41 +36,87 @@ func imageFunc(ctx context.Context) func(azsessions.Image) {
 	return f
 }
 
+// ObjectSchema is a tool's Parameters (a JSON Schema of type "object") taken
+// apart as function-calling APIs want it: the one reading of Parameters that
+// StrictParameters and the adapters translate.
+type ObjectSchema struct {
+	// Properties is the schema's "properties" object as JSON; nil when the
+	// schema has none.
+	Properties json.RawMessage
+	// PropertyNames are the names of the properties, sorted.
+	PropertyNames []string
+	// Required lists the required properties in the schema's order.
+	Required []string
+	// Extra holds the schema's other keywords, such as
+	// "additionalProperties", as JSON.
+	Extra map[string]json.RawMessage
+}
+
+// ObjectSchema reads t.Parameters. It fails when that is not a JSON object
+// schema ("type": "object", "properties" an object, "required" a list of
+// names).
+func (t Tool) ObjectSchema() (ObjectSchema, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(t.Parameters, &m); err != nil {
+		return ObjectSchema{}, fmt.Errorf("tools: %s: parameters: %w", t.Name, err)
+	}
+	if string(bytes.TrimSpace(m["type"])) != `"object"` {
+		return ObjectSchema{}, fmt.Errorf("tools: %s: parameters: not an object schema", t.Name)
+	}
+	sc := ObjectSchema{Extra: map[string]json.RawMessage{}}
+	if p, ok := m["properties"]; ok {
+		var props map[string]json.RawMessage
+		if err := json.Unmarshal(p, &props); err != nil {
+			return ObjectSchema{}, fmt.Errorf("tools: %s: parameters: properties: %w", t.Name, err)
+		}
+		sc.Properties = p
+		sc.PropertyNames = slices.Sorted(maps.Keys(props))
+	}
+	if r, ok := m["required"]; ok {
+		if err := json.Unmarshal(r, &sc.Required); err != nil {
+			return ObjectSchema{}, fmt.Errorf("tools: %s: parameters: required: %w", t.Name, err)
+		}
+	}
+	for k, v := range m {
+		if k != "type" && k != "properties" && k != "required" {
+			sc.Extra[k] = v
+		}
+	}
+	return sc, nil
+}
+
 // StrictParameters returns t.Parameters as a JSON Schema for "strict"
 // function calling (OpenAI's structured outputs): every property is listed in
 // "required", and a property that t.Parameters does not require becomes
 // nullable ("type": [T, "null"]); a Call takes null as absent. The schema has
-// "additionalProperties": false. It is derived from t.Parameters, the one
-// source of the tools' schemas, as a new map the caller may keep.
+// "additionalProperties": false. It is derived from t.ObjectSchema, as a new
+// map the caller may keep.
 //
 // It fails when t.Parameters is not a JSON object schema.
 func (t Tool) StrictParameters() (map[string]any, error) {
-	var schema map[string]any
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-		return nil, fmt.Errorf("tools: %s: parameters: %w", t.Name, err)
+	sc, err := t.ObjectSchema()
+	if err != nil {
+		return nil, err
 	}
-	if schema["type"] != "object" {
-		return nil, fmt.Errorf("tools: %s: parameters: not an object schema", t.Name)
+	schema := map[string]any{"type": "object"}
+	for k, v := range sc.Extra {
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return nil, fmt.Errorf("tools: %s: parameters: %s: %w", t.Name, k, err)
+		}
+		schema[k] = x
 	}
-	props, _ := schema["properties"].(map[string]any)
-	if props == nil {
-		props = map[string]any{}
-	}
-	required := map[string]bool{}
-	if req, ok := schema["required"].([]any); ok {
-		for _, r := range req {
-			if s, ok := r.(string); ok {
-				required[s] = true
-			}
+	props := map[string]any{}
+	if sc.Properties != nil {
+		if err := json.Unmarshal(sc.Properties, &props); err != nil {
+			return nil, fmt.Errorf("tools: %s: parameters: properties: %w", t.Name, err)
 		}
 	}
-	names := make([]string, 0, len(props))
-	for name, p := range props {
-		names = append(names, name)
-		if required[name] {
+	for _, name := range sc.PropertyNames {
+		if slices.Contains(sc.Required, name) {
 			continue
 		}
-		prop, ok := p.(map[string]any)
+		prop, ok := props[name].(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("tools: %s: parameters: property %q is not a schema", t.Name, name)
 		}
@@ -76,9 +124,8 @@ func (t Tool) StrictParameters() (map[string]any, error) {
 			prop["type"] = []any{typ, "null"}
 		}
 	}
-	slices.Sort(names)
-	req := make([]any, len(names))
-	for i, n := range names {
+	req := make([]any, len(sc.PropertyNames))
+	for i, n := range sc.PropertyNames {
 		req[i] = n
 	}
 	schema["properties"] = props

@@ -100,3 +100,45 @@ func TestImageMediaType(t *testing.T) {
 		require.Equal(t, tt.want, tools.ImageMediaType(tt.format), tt.format)
 	}
 }
+
+// TestObjectSchema: Parameters taken apart once for StrictParameters and the
+// adapters (properties, their sorted names, required in order, other
+// keywords), and refused when it is not an object schema.
+func TestObjectSchema(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		params    string
+		wantNames []string
+		wantReq   []string
+		wantExtra []string
+		wantProps bool
+		wantErr   string
+	}{
+		{"two properties", `{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"string"}},"required":["b"],"additionalProperties":false}`, []string{"a", "b"}, []string{"b"}, []string{"additionalProperties"}, true, ""},
+		{"no properties", `{"type":"object"}`, nil, nil, nil, false, ""},
+		{"not an object", `{"type":"string"}`, nil, nil, nil, false, "x: parameters: not an object schema"},
+		{"not JSON", `nope`, nil, nil, nil, false, "x: parameters:"},
+		{"properties not an object", `{"type":"object","properties":[]}`, nil, nil, nil, false, "properties"},
+		{"required not a list", `{"type":"object","required":"a"}`, nil, nil, nil, false, "required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sc, err := tools.Tool{Name: "x", Parameters: json.RawMessage(tt.params)}.ObjectSchema()
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantNames, sc.PropertyNames)
+			require.Equal(t, tt.wantReq, sc.Required)
+			require.Equal(t, tt.wantProps, sc.Properties != nil)
+			var extra []string
+			for k := range sc.Extra {
+				extra = append(extra, k)
+			}
+			require.Equal(t, tt.wantExtra, extra)
+		})
+	}
+}

@@ -53,27 +53,13 @@ func New(ts []tools.Tool) (*Toolset, error) {
 		if _, dup := s.byName[t.Name]; dup {
 			return nil, fmt.Errorf("anthropictools: two tools named %q", t.Name)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(t.Parameters, &m); err != nil {
-			return nil, fmt.Errorf("anthropictools: %s: parameters: %w", t.Name, err)
-		}
-		if string(m["type"]) != `"object"` {
-			return nil, fmt.Errorf("anthropictools: %s: parameters: not an object schema", t.Name)
-		}
-		sc := schema{properties: m["properties"], extra: map[string]json.RawMessage{}}
-		if r, ok := m["required"]; ok {
-			if err := json.Unmarshal(r, &sc.required); err != nil {
-				return nil, fmt.Errorf("anthropictools: %s: parameters: required: %w", t.Name, err)
-			}
-		}
-		for k, v := range m {
-			if k != "type" && k != "properties" && k != "required" {
-				sc.extra[k] = v
-			}
+		sc, err := t.ObjectSchema()
+		if err != nil {
+			return nil, fmt.Errorf("anthropictools: %w", err)
 		}
 		s.list = append(s.list, t)
 		s.byName[t.Name] = t
-		s.schema[t.Name] = sc
+		s.schema[t.Name] = schema{properties: sc.Properties, required: sc.Required, extra: sc.Extra}
 	}
 	return s, nil
 }

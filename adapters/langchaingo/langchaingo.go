@@ -23,7 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	lctools "github.com/tmc/langchaingo/tools"
@@ -76,37 +76,25 @@ func New(ts []tools.Tool, opts *Options) ([]lctools.Tool, error) {
 }
 
 func newTool(t tools.Tool, o Options) (*Tool, error) {
-	var schema struct {
-		Type       string                     `json:"type"`
-		Properties map[string]json.RawMessage `json:"properties"`
-		Required   []string                   `json:"required"`
-	}
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-		return nil, fmt.Errorf("langchaingotools: %s: parameters: %w", t.Name, err)
-	}
-	if schema.Type != "object" {
-		return nil, fmt.Errorf("langchaingotools: %s: parameters: not an object schema", t.Name)
+	schema, err := t.ObjectSchema()
+	if err != nil {
+		return nil, fmt.Errorf("langchaingotools: %w", err)
 	}
 	lt := &Tool{t: t, opts: o, props: map[string]bool{}}
-	var optional []string
-	required := map[string]bool{}
-	for _, r := range schema.Required {
-		required[r] = true
-	}
-	for name := range schema.Properties {
+	var optional []string // sorted, as PropertyNames
+	for _, name := range schema.PropertyNames {
 		lt.props[name] = true
-		if !required[name] {
+		if !slices.Contains(schema.Required, name) {
 			optional = append(optional, name)
 		}
 	}
-	sort.Strings(optional)
 	if len(schema.Required) > 0 {
 		lt.plainArg = schema.Required[0]
 	}
 	switch {
-	case len(schema.Properties) == 0:
+	case len(schema.PropertyNames) == 0:
 		lt.inputHelp = "Input: none (send an empty string)."
-	case len(schema.Properties) == 1 && lt.plainArg != "":
+	case len(schema.PropertyNames) == 1 && lt.plainArg != "":
 		lt.inputHelp = fmt.Sprintf("Input: the %s as plain text.", lt.plainArg)
 	default:
 		var fields []string
