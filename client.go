@@ -22,12 +22,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
+	"github.com/azsessions/azsessions/internal/version"
 	"github.com/azsessions/azsessions/internal/wire"
 )
 
 const (
 	moduleName    = "github.com/azsessions/azsessions"
-	moduleVersion = "v0.1.0"
+	moduleVersion = version.Module
 	// tracingNamespace is the az.namespace attribute of every span.
 	tracingNamespace = "Microsoft.App"
 )

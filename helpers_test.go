@@ -33,7 +33,7 @@ const poolPath = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGr
 const fakeToken = "fake_token"
 
 // userAgentPrefix must be part of every request's User-Agent.
-const userAgentPrefix = "azsdk-go-azsessions/v0.1.0"
+const userAgentPrefix = "azsdk-go-azsessions/v0.2.0"
 
 var allVersions = []string{
 	APIVersion20240202Preview,

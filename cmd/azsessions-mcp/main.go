@@ -58,10 +58,12 @@ import (
 
 	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/emulator"
+	moduleversion "github.com/azsessions/azsessions/internal/version"
 	"github.com/azsessions/azsessions/tools"
 )
 
-const version = "v0.1.0"
+// version is the MCP server's serverInfo.version: the module's.
+const version = moduleversion.Module
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

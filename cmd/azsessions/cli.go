@@ -69,6 +69,27 @@ type cli struct {
 	client  *azsessions.Client
 	emu     *emulator.Server
 	session *azsessions.Session
+	// fresh is set when the session is a new identifier of this command
+	// (not the emulator's); announced once it was printed.
+	fresh, announced bool
+}
+
+// announce prints a fresh session's identifier once, so that the next
+// command can reuse it.
+func (c *cli) announce() {
+	if !c.fresh || c.announced {
+		return
+	}
+	c.announced = true
+	fmt.Fprintf(c.stderr, "azsessions: new session %s (export %s=%s to reuse it)\n", c.session.Identifier(), envSession, c.session.Identifier())
+}
+
+// reachedService reports whether the command's outcome came from the service
+// (success, code that failed, or an answer with a status), so that a fresh
+// session may exist there: not a refused connection or a usage error.
+func reachedService(err error) bool {
+	var re *azcore.ResponseError
+	return err == nil || exitCode(err) == exitCodeFailed || (errors.As(err, &re) && re.StatusCode != 0)
 }
 
 func (c *cli) close() {
@@ -152,7 +173,7 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 }
 
 // getSession returns the session of --session or AZSESSIONS_SESSION, or a
-// fresh one whose identifier is printed on stderr.
+// fresh one whose identifier is printed on stderr once the service answered.
 func (c *cli) getSession() (*azsessions.Session, error) {
 	if c.session != nil {
 		return c.session, nil
@@ -166,8 +187,11 @@ func (c *cli) getSession() (*azsessions.Session, error) {
 		c.session = client.Session(id)
 	} else {
 		c.session = client.NewSession()
-		if !c.emulator {
-			fmt.Fprintf(c.stderr, "azsessions: new session %s (export %s=%s to reuse it)\n", c.session.Identifier(), envSession, c.session.Identifier())
+		// Printed once the service answered (runVerb), or now for the
+		// shell, which runs until the user ends it.
+		c.fresh = !c.emulator
+		if c.verb != nil && c.verb.name == "shell" {
+			c.announce()
 		}
 	}
 	return c.session, nil
@@ -218,7 +242,8 @@ func exitCode(err error) int {
 func describe(err error) string {
 	var ce *contextError
 	if errors.As(err, &ce) {
-		return ce.context + ": " + describe(ce.err)
+		// the SDK's own errors start with its package name: said once
+		return ce.context + ": " + strings.TrimPrefix(describe(ce.err), "azsessions: ")
 	}
 	var cf *credentialFailure
 	if errors.As(err, &cf) {
@@ -327,9 +352,5 @@ func serviceMessage(resp *http.Response) string {
 // isTerminal reports whether f is a character device (a terminal).
 func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && isTerminalFile(f)
 }

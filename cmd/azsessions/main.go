@@ -33,7 +33,7 @@
 // request), 3 the service, the transport, the credential or a local file
 // failed.
 //
-// Every verb has --help with examples.
+// Every verb has --help with examples; --version prints the version.
 package main
 
 import (
@@ -41,10 +41,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/azsessions/azsessions"
+	"github.com/azsessions/azsessions/internal/version"
 )
 
 // Exit codes.
@@ -93,6 +97,7 @@ func run(ctx context.Context, args []string, e *env) int {
 	g := &globals{}
 	root := newFlagSet("azsessions", e.stderr)
 	g.register(root)
+	showVersion := root.Bool("version", false, "print the version and exit")
 	root.Usage = func() {}
 	if err := root.Parse(args); err != nil {
 		if errors.Is(err, errHelp) {
@@ -101,6 +106,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		}
 		fmt.Fprintln(e.stderr, "Run 'azsessions --help' for usage.")
 		return exitUsage
+	}
+	if *showVersion {
+		fmt.Fprintf(e.stdout, "azsessions %s (api-version %s by default)\n", version.Module, azsessions.DefaultAPIVersion)
+		return exitOK
 	}
 	rest := root.Args()
 	if len(rest) == 0 {
@@ -138,7 +147,11 @@ func runVerb(ctx context.Context, v *verb, g *globals, args []string, e *env) in
 	}
 	c := &cli{globals: g, env: e, args: pos, verb: v}
 	defer c.close()
-	return c.exit(run(ctx, c))
+	err = run(ctx, c)
+	if reachedService(err) {
+		c.announce()
+	}
+	return c.exit(err)
 }
 
 // exit prints err (if any) and returns its exit status.
@@ -155,6 +168,9 @@ func (c *cli) exit(err error) int {
 		}
 		// the SDK's own errors start with its package name: said once
 		msg = strings.TrimPrefix(msg, "azsessions: ")
+		if azcoreStatus(err) == http.StatusNotFound && c.session != nil && !c.fresh && c.verb.name != "sessions" {
+			msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+		}
 		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
 	}
 	if code == exitUsage {

@@ -148,7 +148,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "invalid identifier", env: []string{ep}, args: []string{"--session", "bad id!", "exec", "ok"}, code: 2, contains: []string{"invalid session identifier"}},
 		{name: "unreachable", env: []string{sess}, args: []string{"--endpoint", closedEndpoint(t), "ls"}, code: 3, contains: []string{"could not reach the service", "is the emulator running?"}, absent: []string{id}},
 		{name: "ls missing directory", env: []string{ep, sess}, args: []string{"ls", "--path", "no-such-dir"}, code: 3, contains: []string{"no directory /mnt/data/no-such-dir in the session: the service answered 404"}},
-		{name: "exec timeout over the cap", env: []string{ep, sess}, args: []string{"exec", "--timeout", "500", "ok"}, code: 2, contains: []string{"--timeout 500 is more than the service's cap, 220 seconds"}},
+		{name: "exec timeout over the cap", env: []string{ep, sess}, args: []string{"exec", "--timeout", "500", "ok"}, code: 2, contains: []string{"--timeout 500s is more than the service's cap, 220s"}},
 		{name: "SDK error said once", env: []string{ep}, args: []string{"--session", "ab", "exec", "ok"}, code: 2, absent: []string{"exec: azsessions:"}, contains: []string{"azsessions exec: "}},
 		{name: "unknown verb", args: []string{"frobnicate"}, code: 2},
 		{name: "no verb", args: nil, code: 2},
@@ -168,6 +168,15 @@ func TestExitCodes(t *testing.T) {
 		{name: "rm no argument", env: []string{ep, sess}, args: []string{"rm"}, code: 2},
 		{name: "upload missing local file", env: []string{ep, sess}, args: []string{"upload", "nope.csv"}, code: 3},
 		{name: "upload bad remote name", env: []string{ep, sess}, args: []string{"upload", "--name", "../x", "code.py"}, code: 2},
+		{name: "upload --path outside /mnt/data", env: []string{ep, sess}, args: []string{"upload", "--path", "/etc", "code.py"}, code: 2, contains: []string{"--path /etc is outside /mnt/data"}},
+		{name: "upload --path absolute inside", env: []string{ep, sess}, args: []string{"upload", "--path", "/mnt/data/in", "code.py"}, stdout: "/mnt/data/in/code.py\t2 bytes\n"},
+		{name: "ls --path outside /mnt/data", env: []string{ep, sess}, args: []string{"ls", "--path", "/mnt/database"}, code: 2, contains: []string{"outside /mnt/data"}},
+		{name: "upload error names the file once", env: []string{ep, sess}, args: []string{"upload", "--path", "../up", "code.py"}, code: 2, contains: []string{"azsessions upload: code.py: invalid"}, absent: []string{"azsessions: invalid"}},
+		{name: "download missing names the file, with a hint", env: []string{ep, sess}, args: []string{"download", "nope.csv"}, code: 3, contains: []string{"nope.csv: the service answered 404", "hint: sessions end after their cooldown"}},
+		{name: "download into a missing directory", env: []string{ep, sess}, args: []string{"download", "-o", "no/such/dir/x.csv", "x.csv"}, code: 2, contains: []string{"the directory no/such/dir of -o no/such/dir/x.csv does not exist"}, absent: []string{".part"}},
+		{name: "fresh session not printed when nothing answered", args: []string{"--endpoint", closedEndpoint(t), "exec", "ok"}, code: 3, absent: []string{"new session"}},
+		{name: "fresh session printed after a service error", env: []string{ep}, args: []string{"download", "nope.csv"}, code: 3, contains: []string{"new session "}, absent: []string{"hint: sessions end"}},
+		{name: "version", args: []string{"--version"}, contains: []string{"azsessions v0.2.0"}},
 	}
 	for _, v := range verbs {
 		tests = append(tests, struct {
@@ -272,6 +281,29 @@ func TestFiles(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "partial.bin"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a cut download leaves no file")
 	srv.ClearFaults()
+
+	// -o an existing directory: the file goes in under its base name
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "into"), 0o755))
+	r = cli(0, "", "download", "-o", "into", "--force", "set/a.csv")
+	require.Equal(t, filepath.Join("into", "a.csv")+"\t4 bytes\n", r.stdout)
+	got, _ = os.ReadFile(filepath.Join(dir, "into", "a.csv"))
+	require.Equal(t, "a\n1\n", string(got))
+
+	// sessions list --json: the sessions themselves, not pages
+	r = cli(0, "", "sessions", "list", "--json")
+	var sessions []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sessions), r.stdout)
+	require.NotEmpty(t, sessions)
+	require.Contains(t, sessions[0], "identifier")
+
+	// a directory is removed only with -r
+	r = cli(2, "", "rm", "set/sub")
+	require.Contains(t, r.stderr, "set/sub is a directory")
+	r = cli(0, "", "ls", "-r")
+	require.Contains(t, r.stdout, "set/sub/b.csv")
+	cli(0, "", "rm", "-r", "set/sub")
+	r = cli(0, "", "ls", "-r")
+	require.NotContains(t, r.stdout, "set/sub")
 
 	cli(0, "", "rm", "big.bin", "set/a.csv")
 	r = cli(0, "", "ls", "-r")

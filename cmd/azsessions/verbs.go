@@ -38,7 +38,7 @@ func capture(ctx context.Context) (context.Context, **http.Response) {
 }
 
 // rawItems returns the service's objects in a response body: the elements of
-// "value" for a list, else the body itself.
+// "value" (a file list) or "sessions" (a session list), else the body itself.
 func rawItems(resp *http.Response) ([]json.RawMessage, error) {
 	if resp == nil {
 		return nil, nil
@@ -51,10 +51,16 @@ func rawItems(resp *http.Response) ([]json.RawMessage, error) {
 		return nil, nil
 	}
 	var list struct {
-		Value *[]json.RawMessage `json:"value"`
+		Value    *[]json.RawMessage `json:"value"`
+		Sessions *[]json.RawMessage `json:"sessions"`
 	}
-	if json.Unmarshal(body, &list) == nil && list.Value != nil {
-		return *list.Value, nil
+	if json.Unmarshal(body, &list) == nil {
+		switch {
+		case list.Value != nil:
+			return *list.Value, nil
+		case list.Sessions != nil:
+			return *list.Sessions, nil
+		}
 	}
 	return []json.RawMessage{json.RawMessage(body)}, nil
 }
@@ -101,7 +107,7 @@ azsessions exec --json 'x = 1' | jq .status`,
 				return usageErrorf("--timeout must be a positive whole number of seconds, such as 30, 30s or 2m")
 			}
 			if *timeout > azsessions.DefaultExecutionTimeout {
-				return usageErrorf("--timeout %d is more than the service's cap, %d seconds", *timeout/time.Second, azsessions.DefaultExecutionTimeout/time.Second)
+				return usageErrorf("--timeout %ds is more than the service's cap, %ds", *timeout/time.Second, azsessions.DefaultExecutionTimeout/time.Second)
 			}
 			return c.execute(ctx, code, *timeout, *saveImages)
 		}
@@ -185,6 +191,9 @@ func (c *cli) execute(ctx context.Context, code string, timeout time.Duration, s
 			}
 		}
 		if resp.Truncated() {
+			if s := resp.Stdout + resp.Stderr; s != "" && !strings.HasSuffix(resp.Stdout, "\n") && !strings.HasSuffix(resp.Stderr, "\n") {
+				io.WriteString(c.stderr, "\n") // the cut output ends mid-line
+			}
 			fmt.Fprintf(c.stderr, "azsessions: note: the output reached the service's cap (%d characters) and was cut; write large output to a file under /mnt/data and download it\n", azsessions.DefaultOutputStreamsMaxLength)
 		}
 	}
@@ -268,7 +277,10 @@ azsessions upload ./dataset          # /mnt/data/dataset/...`,
 			if len(c.args) == 0 {
 				return usageErrorf("name at least one local file or directory")
 			}
-			remoteDir := strings.TrimPrefix(strings.TrimPrefix(*dir, azsessions.DataDir), "/")
+			remoteDir, err := underDataDir(*dir)
+			if err != nil {
+				return err
+			}
 			type job struct{ local, remote string }
 			var jobs []job
 			for _, a := range c.args {
@@ -311,7 +323,7 @@ azsessions upload ./dataset          # /mnt/data/dataset/...`,
 			for _, j := range jobs {
 				items, err := c.uploadOne(ctx, session, j.local, j.remote)
 				if err != nil {
-					return fmt.Errorf("%s: %w", j.local, err)
+					return &contextError{context: j.local, err: err}
 				}
 				out = append(out, items...)
 			}
@@ -365,23 +377,26 @@ var lsVerb = &verb{
 	summary: "list the files of the session",
 	details: `Lists /mnt/data (or /mnt/data/--path): size in bytes, last modification (UTC)
 and full path per line; directories end in "/". --recursive lists
-sub-directories too (api-version 2024-10-02-preview and later).`,
+sub-directories too (api-version 2025-10-02-preview).`,
 	examples: `azsessions ls
 azsessions ls --path outputs --recursive
 azsessions ls --json | jq -r '.[].name'`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli) error {
 		dir := fs.String("path", "", "remote `DIR` under /mnt/data to list")
-		recursive := fs.Bool("recursive", false, "list sub-directories too")
+		recursive := fs.Bool("recursive", false, "list sub-directories too (api-version 2025-10-02-preview)")
 		fs.BoolVar(recursive, "r", false, "shorthand for --recursive")
 		return func(ctx context.Context, c *cli) error {
 			if len(c.args) > 0 {
 				return usageErrorf("ls takes no arguments (use --path DIR)")
 			}
+			p, err := underDataDir(*dir)
+			if err != nil {
+				return err
+			}
 			session, err := c.getSession()
 			if err != nil {
 				return err
 			}
-			p := strings.TrimPrefix(strings.TrimPrefix(*dir, azsessions.DataDir), "/")
 			pager := session.NewListFilesPager(&azsessions.ListFilesOptions{Path: p, Recursive: *recursive})
 			out := []json.RawMessage{}
 			for pager.More() {
@@ -428,7 +443,8 @@ var downloadVerb = &verb{
 	usage:   "download [flags] REMOTE",
 	summary: "download a file (atomically) or write it to stdout",
 	details: `Downloads REMOTE (a name under /mnt/data, such as data.csv, outputs/plot.png or
-/mnt/data/data.csv) to -o (default: its base name in the current directory).
+/mnt/data/data.csv) to -o (default: its base name in the current directory; an
+existing directory -o gets the file under its base name).
 The file appears only once completely downloaded; on failure nothing is left
 behind. An existing local file is kept unless --force. -o - writes to stdout.`,
 	examples: `azsessions download SortedTemperatureData.csv
@@ -444,10 +460,17 @@ azsessions download -o - report.txt | less`,
 			}
 			remote := c.args[0]
 			local := *out
-			if local == "" {
-				local = path.Base(remote)
-				if local == "/" || local == "." || local == ".." {
+			if local == "" || (local != "-" && isDir(local)) {
+				// default: the remote base name, here or in the -o directory
+				base := path.Base(remote)
+				if base == "/" || base == "." || base == ".." {
 					return usageErrorf("%q names no file", remote)
+				}
+				local = filepath.Join(local, base)
+			}
+			if local != "-" {
+				if d := filepath.Dir(local); !isDir(d) {
+					return usageErrorf("the directory %s of -o %s does not exist", d, local)
 				}
 			}
 			session, err := c.getSession()
@@ -457,7 +480,7 @@ azsessions download -o - report.txt | less`,
 			if local == "-" {
 				resp, err := session.DownloadFile(ctx, remote, nil)
 				if err != nil {
-					return err
+					return &contextError{context: remote, err: err}
 				}
 				defer resp.Body.Close()
 				n, err := io.Copy(c.stdout, resp.Body)
@@ -471,7 +494,7 @@ azsessions download -o - report.txt | less`,
 				return fmt.Errorf("%s exists: use --force to replace it, or -o another path", local)
 			}
 			if err != nil {
-				return err
+				return &contextError{context: remote, err: err}
 			}
 			if c.json {
 				return c.printJSON(map[string]any{"path": resp.Path, "size": resp.Size, "contentType": resp.ContentType})
@@ -488,10 +511,15 @@ var rmVerb = &verb{
 	name:    "rm",
 	usage:   "rm REMOTE...",
 	summary: "delete files",
-	details: `Deletes each REMOTE file of /mnt/data, in order; stops at the first failure.`,
+	details: `Deletes each REMOTE file of /mnt/data, in order; stops at the first failure
+(naming it). A directory is deleted with everything in it, and only with
+--recursive: without it, rm asks the file's metadata first and refuses.`,
 	examples: `azsessions rm TemperatureData.csv
-azsessions rm outputs/a.png outputs/b.png`,
+azsessions rm outputs/a.png outputs/b.png
+azsessions rm -r outputs`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli) error {
+		recursive := fs.Bool("recursive", false, "delete directories with everything in them")
+		fs.BoolVar(recursive, "r", false, "shorthand for --recursive")
 		return func(ctx context.Context, c *cli) error {
 			if len(c.args) == 0 {
 				return usageErrorf("name at least one remote file")
@@ -501,8 +529,15 @@ azsessions rm outputs/a.png outputs/b.png`,
 				return err
 			}
 			for _, name := range c.args {
+				if !*recursive {
+					// A 404 or an api-version without metadata falls
+					// through to DeleteFile, which reports it.
+					if f, err := session.GetFile(ctx, name, nil); err == nil && f.IsDir() {
+						return usageErrorf("%s is a directory: rm -r deletes it with everything in it", name)
+					}
+				}
 				if _, err := session.DeleteFile(ctx, name, nil); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
+					return &contextError{context: name, err: err}
 				}
 			}
 			return nil
@@ -691,4 +726,25 @@ func (f *secondsFlag) Set(s string) error {
 	}
 	*f = secondsFlag(d)
 	return nil
+}
+
+// underDataDir is a --path flag as the SDK's path option: a directory under
+// /mnt/data, given relative to it or as an absolute path inside it; any
+// other absolute path is a usage error (the SDK would take "/etc" as
+// /mnt/data/etc).
+func underDataDir(dir string) (string, error) {
+	if !strings.HasPrefix(dir, "/") {
+		return dir, nil
+	}
+	rel, ok := strings.CutPrefix(path.Clean(dir), azsessions.DataDir)
+	if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
+		return "", usageErrorf("--path %s is outside %s", dir, azsessions.DataDir)
+	}
+	return strings.TrimPrefix(rel, "/"), nil
+}
+
+// isDir reports whether p is an existing local directory.
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

@@ -35,6 +35,11 @@ func main() {
 	flag.StringVar(&cfg.Plot, "plot", "TemperatureCurve.png", "where to save the temperature curve (task 4)")
 	flag.Parse()
 	cfg.Endpoint = os.Getenv("AZURE_POOL_MANAGEMENT_ENDPOINT")
+	if _, err := os.Stat(cfg.Data); err != nil {
+		// before any session starts: task 2 would fail after task 1 ran
+		fmt.Fprintf(os.Stderr, "quickstart: -data %s: %v (run from the repository's root, or give -data)\n", cfg.Data, err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
