@@ -51,8 +51,10 @@ http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever(
 // stderr (the 504 of one that never listens: TestContainerFailures, and
 // internal/sandbox's TestContainer on both backends).
 func TestCustomContainerSandbox(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			if mode == emulator.SandboxGvisor {
 				testenv.NeedGvisor(t)
 			} else {

@@ -29,8 +29,9 @@ import (
 )
 
 // TestMain runs 4 tests at once unless -parallel is given: the parallel
-// ones are those with a real sandbox, which mostly wait for it, and
-// TestExecutionRecordsBoundedByBytes (tens of MiB of results over HTTP).
+// ones are those with a real sandbox, which mostly wait for it,
+// TestExecutionRecordsBoundedByBytes (tens of MiB of results over HTTP) and
+// TestTrimRecords (CPU only).
 func TestMain(m *testing.M) {
 	testenv.RaiseParallel(4)
 	goleak.VerifyTestMain(m)

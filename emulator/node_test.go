@@ -53,6 +53,7 @@ func newNodeExecutor(t *testing.T, mode string) emulator.Executor {
 // pool running Node.js in bubblewrap: the answer has the tutorial's fields
 // and values (the execution time aside).
 func TestNodeLTSTutorialExample(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "testdata", "examples", "2024-02-02-preview_nodejs_tutorial.json"))
 	require.NoError(t, err)
 	var x struct {
@@ -84,6 +85,7 @@ func TestNodeLTSTutorialExample(t *testing.T) {
 // its util.inspect form with returnJupyterFormatExecutionResult), an error,
 // a timeout, files shared between the files API and node's fs, metadata.
 func TestNodeLTSRoutes(t *testing.T) {
+	t.Parallel()
 	ex := newNodeExecutor(t, emulator.SandboxBwrap)
 	nodeVersion := ex.Info().NodeVersion
 	e := newEnv(t, emulator.Options{Executor: ex, PoolType: emulator.PoolTypeNodeLTS})
@@ -183,8 +185,10 @@ func TestNodeLTSExecutorMismatch(t *testing.T) {
 // JavaScript on a NodeLTS pool, on both sandboxes: values, state, output,
 // a failure as data, files uploaded with the client and read by node.
 func TestExecuteJavaScriptAgainstEmulator(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: newNodeExecutor(t, mode), PoolType: emulator.PoolTypeNodeLTS})
 			require.NoError(t, err)
 			defer srv.Close()

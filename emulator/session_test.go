@@ -12,6 +12,7 @@ import (
 // most recently finished one, and keeps the order of the others (trimLocked
 // moves the kept ones instead of copying the whole list).
 func TestTrimRecords(t *testing.T) {
+	t.Parallel() // CPU only (thousands of records under -race): beside the sandbox tests' waits
 	tests := []struct {
 		name    string
 		n       int   // executions recorded, each finished right after, in order

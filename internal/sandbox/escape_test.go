@@ -28,7 +28,6 @@ import (
 func TestEscapeNetwork(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		e := sharedFor(t, opts)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		defer ln.Close()
@@ -40,7 +39,7 @@ func TestEscapeNetwork(t *testing.T) {
 			}
 		}()
 		port := ln.Addr().(*net.TCPAddr).Port
-		k := newKernel(t, e)
+		k := probeKernel(t, opts)
 		res := run(t, k, fmt.Sprintf("import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=3)", port))
 		require.Equal(t, kernel.Failed, res.Status)
 		require.Contains(t, res.Stderr, "ConnectionRefusedError")
@@ -91,7 +90,7 @@ func TestEscapeOtherKernelAndBaseDir(t *testing.T) {
 func TestEscapeWriteSystem(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		k := newKernel(t, sharedFor(t, opts))
+		k := probeKernel(t, opts)
 		for _, path := range []string{"/pwned", "/etc/pwned", "/etc/passwd", "/usr/pwned", "/usr/bin/python3", "/opt/azsessions/driver.py", "/sys/kernel/notes"} {
 			t.Run(path, func(t *testing.T) {
 				res := run(t, k, fmt.Sprintf("open(%q, 'a').write('x')", path))
@@ -349,7 +348,7 @@ func pyJSON(t *testing.T, k kernel.Kernel, code string, v any) {
 func TestEscapeProcSys(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		k := newKernel(t, sharedFor(t, opts))
+		k := probeKernel(t, opts)
 		before, err := os.ReadFile("/proc/sys/kernel/core_pattern")
 		require.NoError(t, err)
 		var res map[string]string
@@ -381,10 +380,13 @@ func TestEscapeHostRoot(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		e := sharedFor(t, opts)
-		k := newKernel(t, e)
-		requireOK(t, k, "open('/mnt/data/mine', 'w').write('x')")
-		fi, err := os.Stat(filepath.Join(k.DataDir(), "mine"))
+		k := probeKernel(t, opts)
+		// A name of its own in the shared kernel's data directory, removed
+		// after (the other probes look at nothing there).
+		requireOK(t, k, "open('/mnt/data/hostroot-mine', 'w').write('x')")
+		mine := filepath.Join(k.DataDir(), "hostroot-mine")
+		defer os.Remove(mine)
+		fi, err := os.Stat(mine)
 		require.NoError(t, err)
 		st := fi.Sys().(*syscall.Stat_t)
 		require.NotZero(t, st.Uid, "a file created in the sandbox is owned by host root")
@@ -504,7 +506,7 @@ os.chmod('/mnt/data/sub/moved.txt', 0o600)`)
 func TestEscapeSocketFamilies(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		k := newKernel(t, sharedFor(t, opts))
+		k := probeKernel(t, opts)
 		var got map[string]int
 		pyJSON(t, k, `import socket
 res = {}
@@ -546,7 +548,7 @@ print(json.dumps(res))`, &got)
 func TestEscapeSyscalls(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		k := newKernel(t, sharedFor(t, opts))
+		k := probeKernel(t, opts)
 		tests := []struct {
 			name  string
 			nr    int
@@ -650,7 +652,7 @@ func TestEscapeMountinfo(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
-		k := newKernel(t, e)
+		k := probeKernel(t, opts)
 		res := requireOK(t, k, "print(open('/proc/self/mountinfo').read())")
 		allowed := append([]string{"/", "/etc", "/null", "/zero", "/full", "/random", "/urandom", "/tty", "/newroot"}, systemDirs...)
 		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
@@ -695,7 +697,7 @@ func TestEscapeUsrLocal(t *testing.T) {
 		t.Skip("/usr/local is empty or missing here")
 	}
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		k := newKernel(t, sharedFor(t, opts))
+		k := probeKernel(t, opts)
 		res := requireOK(t, k, "import os\nos.path.isdir('/usr/local') and os.listdir('/usr/local')")
 		require.Contains(t, []string{`"[]"`, `"False"`}, string(res.Value), "host /usr/local is visible")
 	})

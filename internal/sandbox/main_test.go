@@ -21,6 +21,7 @@ type closingM struct{ m *testing.M }
 
 func (c closingM) Run() int {
 	code := c.m.Run()
+	closeProbeKernels()
 	closeShared()
 	closeSharedNode()
 	return code
@@ -240,6 +241,44 @@ func closeShared() {
 	defer sharedMu.Unlock()
 	for _, e := range sharedExecs {
 		_ = e.Close()
+	}
+}
+
+var (
+	probeMu      sync.Mutex
+	probeKernels = map[string]*Kernel{}
+)
+
+// probeKernel returns the kernel that the probe tests of opts.Mode share
+// (taken from that backend's shared executor on first use, closed in
+// TestMain): one sandbox start per backend instead of one per test. Only
+// tests whose cells read or attempt something and change nothing that
+// another test looks at (no file left in /mnt/data, no process left
+// running, no limit used up) share it; with their defense in place their
+// attempts fail, so each still sees a fresh sandbox's state. Tests that
+// write, fill or kill take their own kernel with newKernel. Cells of tests
+// running in parallel take turns (Kernel.Execute runs one at a time).
+func probeKernel(t testing.TB, opts Options) *Kernel {
+	t.Helper()
+	e := sharedFor(t, opts)
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if k, ok := probeKernels[opts.Mode]; ok {
+		return k
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	k, err := e.NewKernel(ctx)
+	require.NoError(t, err)
+	probeKernels[opts.Mode] = k.(*Kernel)
+	return k.(*Kernel)
+}
+
+func closeProbeKernels() {
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	for _, k := range probeKernels {
+		_ = k.Close()
 	}
 }
 

@@ -85,6 +85,7 @@ func runJS(t testing.TB, k kernel.Kernel, code string, timeout time.Duration) ke
 // output streams, errors, top-level await, timeouts of synchronous and
 // awaited code (state kept), cancellation, /mnt/data and the file limit.
 func TestNodeKernel(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedNode(t, nodeOptions(opts.Mode))
 		info := e.Info()
@@ -225,6 +226,7 @@ func TestNodeKernel(t *testing.T) {
 // the memory limit stops Node.js; both are restarted by the next execution
 // (files kept).
 func TestNodeKernelRestarts(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, true)
 	k := newKernel(t, sharedNode(t, nodeOptions(ModeBwrap)))
 	res := runJS(t, k, "require('fs').writeFileSync('kept', 'yes'); await null; while (true) {}", time.Second)
@@ -279,6 +281,7 @@ JSON.stringify(fds)`, 30*time.Second)
 // /usr/local/bin/node would be) is bound into the sandbox alone, at
 // /opt/azsessions/node; its host directory stays invisible.
 func TestNodeOutsideSystemDirs(t *testing.T) {
+	t.Parallel()
 	requireNode(t)
 	real, err := filepath.EvalSymlinks(nodePath(t))
 	require.NoError(t, err)
@@ -320,7 +323,8 @@ func nodePath(t *testing.T) string {
 // largest real reply (1 Mi control characters: 6 bytes each in JSON) still
 // passes.
 func TestNodeForgedReplyBounded(t *testing.T) {
-	forEachBackendAlone(t, func(t *testing.T, opts Options) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedNode(t, nodeOptions(opts.Mode)))
 		res := runJS(t, k, `'\x01'.repeat(2 << 20)`, time.Minute)
 		require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)

@@ -127,7 +127,8 @@ func TestUnlinkedBytes(t *testing.T) {
 // fallocate rule) is not available in the sandbox.
 func TestIOUringDenied(t *testing.T) {
 	t.Parallel()
-	k := newKernel(t, shared(t))
+	requireSandbox(t, true)
+	k := probeKernel(t, testOptions(ModeBwrap))
 	res := requireOK(t, k, `import ctypes, ctypes.util
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 libc.syscall.restype = ctypes.c_long
