@@ -62,6 +62,7 @@ func TestGvisorKernelContract(t *testing.T) {
 	requireGvisor(t)
 	runContract(t, []contractTest{
 		{"TestStatePersists", TestStatePersists},
+		{"TestOutputCap", TestOutputCap},
 		{"TestLastExpressionValues", TestLastExpressionValues},
 		{"TestPrintOutput", TestPrintOutput},
 		{"TestExceptionFails", TestExceptionFails},
@@ -82,13 +83,11 @@ func TestGvisorKernelContract(t *testing.T) {
 }
 
 // TestGvisorKernelContractAlone runs, on gVisor, the contract tests that
-// run alone (not in parallel): TestOutputCap measures the test process's
-// allocations; the data directory tests race a writer against the watcher's
-// polls, which other tests' load would make flaky.
+// run alone (not in parallel): the data directory tests race a writer
+// against the watcher's polls, which other tests' load would make flaky.
 func TestGvisorKernelContractAlone(t *testing.T) {
 	requireGvisor(t)
 	runContract(t, []contractTest{
-		{"TestOutputCap", TestOutputCap},
 		{"TestDataDirQuota", TestDataDirQuota},
 		{"TestBackgroundWriterIsStopped", TestBackgroundWriterIsStopped},
 	})
