@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -98,61 +99,53 @@ func (l *relRetryLog) delays(t *testing.T) []time.Duration {
 }
 
 // TestFault429RetryAfter: a 429 with each form of retry hint, then success.
-// The execution is retried once, after the hinted delay (as azcore's retry
-// log reports it), without a look-up, and runs exactly once.
+// The execution is retried once, after exactly the hinted delay (the fake
+// runs in process inside a testing/synctest bubble: fake time, no real
+// waiting; azcore's retry log reports the same delay), without a look-up,
+// and runs exactly once.
 func TestFault429RetryAfter(t *testing.T) {
 	log := relCaptureRetryLog(t)
 	hints := []struct {
 		name  string
-		fault func() azsessionstest.Fault
-		// ok checks the delay azcore waited
-		ok func(time.Duration) bool
-		// atLeast is a lower bound of the elapsed time (cannot flake)
-		atLeast time.Duration
+		fault func() azsessionstest.Fault // called inside the bubble (fake time)
+		want  time.Duration               // the delay azcore waits
 	}{
 		{"Retry-After seconds", func() azsessionstest.Fault {
 			return azsessionstest.Fault{Status: http.StatusTooManyRequests, Code: "TooManyRequests", RetryAfter: "1"}
-		}, func(d time.Duration) bool { return d == time.Second }, time.Second},
+		}, time.Second},
 		{"Retry-After HTTP date", func() azsessionstest.Fault {
-			// whole seconds: the delay is in (1 s, 2 s]
+			// the bubble's clock is on a whole second: the date is 2 s ahead
 			at := time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat)
 			return azsessionstest.Fault{Status: http.StatusTooManyRequests, Code: "TooManyRequests", RetryAfter: at}
-		}, func(d time.Duration) bool { return d > 500*time.Millisecond && d <= 2*time.Second }, 500 * time.Millisecond},
+		}, 2 * time.Second},
 		{"retry-after-ms", func() azsessionstest.Fault {
 			return azsessionstest.Fault{Status: http.StatusTooManyRequests, Code: "TooManyRequests", RetryAfterMs: 300}
-		}, func(d time.Duration) bool { return d == 300*time.Millisecond }, 300 * time.Millisecond},
+		}, 300 * time.Millisecond},
 		{"retry-after-ms wins over Retry-After", func() azsessionstest.Fault {
 			return azsessionstest.Fault{Status: http.StatusTooManyRequests, Code: "TooManyRequests", RetryAfter: "3", RetryAfterMs: 200}
-		}, func(d time.Duration) bool { return d == 200*time.Millisecond }, 200 * time.Millisecond},
+		}, 200 * time.Millisecond},
 	}
 	for _, h := range hints {
-		t.Run(h.name, func(t *testing.T) {
-			log.delays(t) // forget earlier lines
-			t.Run("versions", func(t *testing.T) {
-				for _, version := range relOneOfEach {
-					t.Run(version, func(t *testing.T) {
-						t.Parallel()
-						srv, c := relStart(t, version, nil)
-						srv.InjectFault(azsessionstest.RouteExecute, h.fault(), 1)
-						sess := c.NewSession()
-						start := time.Now()
-						resp, err := sess.Execute(context.Background(), "print('once')\n6 * 7", nil)
-						require.NoError(t, err)
-						require.GreaterOrEqual(t, time.Since(start), h.atLeast, "the hint is a lower bound of the wait")
-						require.Equal(t, "once\n", resp.Stdout)
-						require.JSONEq(t, "42", string(resp.Result))
-						require.Equal(t, 2, srv.Requests(azsessionstest.RouteExecute), "one 429, one retry")
-						require.Zero(t, srv.Requests(azsessionstest.RouteGetExecution), "a 429 proves nothing ran: no look-up")
-						require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()))
-					})
-				}
+		for _, version := range relOneOfEach {
+			t.Run(h.name+"/"+version, func(t *testing.T) {
+				log.delays(t) // forget earlier lines
+				synctest.Test(t, func(t *testing.T) {
+					srv, c := relStart(t, version, &azsessionstest.Options{InProcess: true})
+					srv.InjectFault(azsessionstest.RouteExecute, h.fault(), 1)
+					sess := c.NewSession()
+					start := time.Now()
+					resp, err := sess.Execute(context.Background(), "print('once')\n6 * 7", nil)
+					require.NoError(t, err)
+					require.Equal(t, h.want, time.Since(start), "the wait is the hint's")
+					require.Equal(t, "once\n", resp.Stdout)
+					require.JSONEq(t, "42", string(resp.Result))
+					require.Equal(t, 2, srv.Requests(azsessionstest.RouteExecute), "one 429, one retry")
+					require.Zero(t, srv.Requests(azsessionstest.RouteGetExecution), "a 429 proves nothing ran: no look-up")
+					require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()))
+				})
+				require.Equal(t, []time.Duration{h.want}, log.delays(t), "one retry, after the hint")
 			})
-			delays := log.delays(t)
-			require.Len(t, delays, len(relOneOfEach), "one retry per version")
-			for _, d := range delays {
-				require.True(t, h.ok(d), "azcore waited %v", d)
-			}
-		})
+		}
 	}
 }
 

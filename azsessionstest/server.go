@@ -11,7 +11,9 @@
 // sandboxed Python. The fake has a movable clock (Advance) to expire
 // sessions, counts requests and executions, and injects faults (status codes
 // with Retry-After, delays, connection resets before, after or in the middle
-// of the handler) to test retry logic. Server.Client returns a ready client;
+// of the handler) to test retry logic; with Options.InProcess it serves
+// without a socket, so that a test can run inside a testing/synctest bubble
+// (retry and delay waits on its fake clock). Server.Client returns a ready client;
 // Server.ClientOptions lets the caller's own constructor and credential
 // (for example azcore/fake.TokenCredential) reach the fake.
 package azsessionstest
@@ -26,9 +28,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,6 +60,17 @@ type Options struct {
 	// APIVersion is the api-version of the clients Server.Client returns
 	// (default: the SDK's default, the newest).
 	APIVersion string
+	// InProcess serves requests without a listener or socket: the clients
+	// of Client, NewClient and ClientOptions (and HTTPClient) get a
+	// Transport that runs the handler in the calling goroutine and returns
+	// what it wrote. For tests inside a testing/synctest bubble, whose fake
+	// clock does not move while a goroutine waits on a socket: a
+	// Retry-After of 1 s then takes 1 s of fake time, exactly, and no real
+	// time. URL is then "http://azsessionstest.invalid". Not with TLS.
+	// Faults that cut the connection (the Reset fields) make the request
+	// fail with an error wrapping syscall.ECONNRESET, or its body when
+	// the status was sent (ResetMidBody).
+	InProcess bool
 }
 
 // Server is a running fake pool management endpoint.
@@ -65,7 +80,7 @@ type Server struct {
 	URL string
 
 	h     *emulator.Handler
-	srv   *httptest.Server
+	srv   *httptest.Server // nil InProcess
 	clock *Clock
 	opts  Options
 	once  sync.Once
@@ -101,6 +116,9 @@ func NewServer(opts *Options) (*Server, error) {
 	if o.Executor == nil {
 		o.Executor = DefaultExecutor()
 	}
+	if o.InProcess && o.TLS {
+		return nil, errors.New("azsessionstest: InProcess serves no TLS")
+	}
 	if o.APIVersion != "" {
 		if _, ok := wire.Lookup(o.APIVersion); !ok {
 			return nil, errors.New("azsessionstest: unknown APIVersion " + strconv.Quote(o.APIVersion))
@@ -118,9 +136,13 @@ func NewServer(opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.h = h
-	if o.TLS {
+	switch {
+	case o.InProcess:
+		s.URL = inProcessURL
+		return s, nil
+	case o.TLS:
 		s.srv = httptest.NewTLSServer(s)
-	} else {
+	default:
 		s.srv = httptest.NewServer(s)
 	}
 	s.URL = s.srv.URL
@@ -133,8 +155,10 @@ func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.done)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
+		if s.srv != nil {
+			s.srv.CloseClientConnections()
+			s.srv.Close()
+		}
 		err = s.h.Close()
 	})
 	return err
@@ -148,8 +172,14 @@ func (s *Server) Endpoint() string { return s.URL + s.h.PoolPath() }
 func (s *Server) Handler() *emulator.Handler { return s.h }
 
 // HTTPClient is an *http.Client that trusts the server's certificate (for
-// raw requests).
-func (s *Server) HTTPClient() *http.Client { return s.srv.Client() }
+// raw requests); with Options.InProcess, one whose Transport serves them in
+// process.
+func (s *Server) HTTPClient() *http.Client {
+	if s.srv == nil {
+		return &http.Client{Transport: inProcessTransport{s}}
+	}
+	return s.srv.Client()
+}
 
 // Client returns a client of the real SDK for the server, with the
 // api-version of Options.APIVersion and fast retries (10 ms base delay, at
@@ -198,7 +228,7 @@ func (s *Server) clientOptions(options *azsessions.ClientOptions) *azsessions.Cl
 	if options != nil {
 		o = *options
 	}
-	o.Transport = s.srv.Client()
+	o.Transport = s.HTTPClient()
 	if o.APIVersion == "" {
 		o.APIVersion = s.opts.APIVersion
 	}
@@ -511,3 +541,57 @@ func reset(w http.ResponseWriter, rst bool) {
 	}
 	_ = conn.Close()
 }
+
+// inProcessURL is the URL of an InProcess server (.invalid: no request to
+// it can leave the process by mistake).
+const inProcessURL = "http://azsessionstest.invalid"
+
+// inProcessTransport serves requests with the Server's ServeHTTP in the
+// calling goroutine (Options.InProcess): no listener, no connection, no
+// goroutine of net/http.
+type inProcessTransport struct{ s *Server }
+
+// RoundTrip implements http.RoundTripper.
+func (t inProcessTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	req := r.Clone(r.Context())
+	if req.Body == nil {
+		req.Body = http.NoBody
+	}
+	req.RequestURI = req.URL.RequestURI()
+	req.RemoteAddr = "127.0.0.1:1"
+	rec := httptest.NewRecorder()
+	if aborted := t.serve(rec, req); aborted {
+		// A fault cut the connection: before the status (an error, as a
+		// reset connection is), or in the body (a body that fails).
+		if !rec.Flushed || rec.Body.Len() == 0 {
+			return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+		}
+		resp := rec.Result()
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(rec.Body.Bytes()), errReader{io.ErrUnexpectedEOF}))
+		resp.Request = r
+		return resp, nil
+	}
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// serve runs the handler and says whether it aborted the connection (the
+// panic of http.ErrAbortHandler, which reset raises where it cannot take
+// a connection over).
+func (t inProcessTransport) serve(w http.ResponseWriter, r *http.Request) (aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	t.s.ServeHTTP(w, r)
+	return false
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

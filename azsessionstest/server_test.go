@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -103,10 +104,14 @@ func TestFaultResets(t *testing.T) {
 		{"after handler", azsessionstest.Fault{ResetAfterHandler: true}, 1},
 		{"mid body", azsessionstest.Fault{ResetMidBody: true}, 1},
 	}
-	for _, tls := range []bool{false, true} {
+	transports := []struct {
+		name string
+		opts azsessionstest.Options
+	}{{"http", azsessionstest.Options{}}, {"https", azsessionstest.Options{TLS: true}}, {"in process", azsessionstest.Options{InProcess: true}}}
+	for _, tr := range transports {
 		for _, tt := range tests {
-			t.Run(tt.name+map[bool]string{false: " http", true: " https"}[tls], func(t *testing.T) {
-				s := azsessionstest.Start(t, &azsessionstest.Options{TLS: tls})
+			t.Run(tt.name+" "+tr.name, func(t *testing.T) {
+				s := azsessionstest.Start(t, &tr.opts)
 				s.InjectFault("POST executions", tt.fault, 1)
 				resp, _, err := post(t, s, "sess-reset", "print(1)", "op1")
 				require.True(t, isReset(err), "want a cut connection, got resp %v err %v", resp, err)
@@ -306,9 +311,32 @@ func TestNewServerErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = azsessionstest.NewServer(&azsessionstest.Options{Options: emulator.Options{Cooldown: -1}})
 	require.Error(t, err)
+	_, err = azsessionstest.NewServer(&azsessionstest.Options{InProcess: true, TLS: true})
+	require.ErrorContains(t, err, "InProcess serves no TLS")
 	s, err := azsessionstest.NewServer(nil)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(s.Endpoint(), s.URL+"/subscriptions/"))
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
+}
+
+// TestInProcess: an InProcess server answers its clients (raw HTTP and the
+// SDK's) without a socket, inside a testing/synctest bubble: an injected
+// Delay takes fake time only.
+func TestInProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := azsessionstest.Start(t, &azsessionstest.Options{InProcess: true})
+		require.Equal(t, "http://azsessionstest.invalid", s.URL)
+		s.InjectFault(azsessionstest.RouteExecute, azsessionstest.Fault{Delay: time.Hour}, 1)
+		start := time.Now()
+		resp, body, err := post(t, s, "sess-inproc", "print(1)", "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		require.Equal(t, time.Hour, time.Since(start), "the delay passed on the bubble's clock")
+		require.Contains(t, string(body), `"status":"Succeeded"`)
+		res, err := s.Client().NewSession().Execute(context.Background(), "print(2)", nil)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), s.Executions())
+		require.NotEmpty(t, res.Stdout)
+	})
 }
