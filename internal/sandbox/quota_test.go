@@ -143,12 +143,11 @@ for nr in (425, 426, 427):
 // TestDataDirSpace: the kernel reports what the watcher measures.
 func TestDataDirSpace(t *testing.T) {
 	t.Parallel()
-	e := diskExecutor(t, Options{MaxDataDirBytes: 40 << 20})
-	k := newKernel(t, e)
+	k := newKernel(t, shared(t)) // a kernel of its own: it is closed below
 	var sr kernel.SpaceReporter = k
 	used, limit, err := sr.DataDirSpace()
 	require.NoError(t, err)
-	require.Equal(t, int64(40<<20), limit)
+	require.Equal(t, int64(testDataDir), limit)
 	require.Less(t, used, int64(1<<20))
 	requireOK(t, k, "open('/mnt/data/a', 'wb').write(b'x' * (1 << 20))\nimport os\nfd = os.open('/mnt/data/b', os.O_CREAT | os.O_WRONLY)\nos.unlink('/mnt/data/b')\nos.write(fd, b'x' * (2 << 20))")
 	used, _, err = sr.DataDirSpace()
