@@ -30,13 +30,14 @@ import (
 // Shell pool's exit code "0") is kept verbatim.
 type ExecutionStatus string
 
-// Execution states (OperationState of the executions contract).
+// Execution states (OperationState of the executions contract; the words
+// of internal/wire, which the emulator answers too).
 const (
-	ExecutionStatusNotStarted ExecutionStatus = "NotStarted"
-	ExecutionStatusRunning    ExecutionStatus = "Running"
-	ExecutionStatusSucceeded  ExecutionStatus = "Succeeded"
-	ExecutionStatusFailed     ExecutionStatus = "Failed"
-	ExecutionStatusCanceled   ExecutionStatus = "Canceled"
+	ExecutionStatusNotStarted ExecutionStatus = wire.StatusNotStarted
+	ExecutionStatusRunning    ExecutionStatus = wire.StatusRunning
+	ExecutionStatusSucceeded  ExecutionStatus = wire.StatusSucceeded
+	ExecutionStatusFailed     ExecutionStatus = wire.StatusFailed
+	ExecutionStatusCanceled   ExecutionStatus = wire.StatusCanceled
 )
 
 // normalizeStatus maps both generations' words, in any case, to ExecutionStatus.

@@ -321,14 +321,7 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest) {
 	}
 	// The kernel has cut stdout and stderr at req's output cap, in
 	// characters (kernel.Request): they are not cut again here.
-	status := wire.StatusSucceeded
-	switch res.Status {
-	case Failed:
-		status = wire.StatusFailed
-	case Canceled:
-		status = wire.StatusCanceled
-	}
-	finish(status, res, false)
+	finish(res.Status.Word(), res, false)
 }
 
 // executionValue is the executionResult (or legacy result) of a finished

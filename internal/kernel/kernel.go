@@ -93,12 +93,23 @@ type ShellCommand struct {
 // Status is the outcome of an execution. The zero value counts as Succeeded.
 type Status string
 
-// Outcomes of an execution.
+// Outcomes of an execution: the executions contract's terminal states, its
+// words taken from internal/wire (the one list of the service's status
+// words; the client's ExecutionStatus constants use the same).
 const (
-	Succeeded Status = "Succeeded"
-	Failed    Status = "Failed"
-	Canceled  Status = "Canceled"
+	Succeeded Status = wire.StatusSucceeded
+	Failed    Status = wire.StatusFailed
+	Canceled  Status = wire.StatusCanceled
 )
+
+// Word is the status word the service answers for s (the zero value is
+// Succeeded).
+func (s Status) Word() string {
+	if s == "" {
+		return wire.StatusSucceeded
+	}
+	return string(s)
+}
 
 // Result is what a Kernel answers.
 type Result struct {

@@ -61,3 +61,22 @@ func TestTruncateOutput(t *testing.T) {
 		require.Equal(t, tc.cut, cut, "%q cut at %d", tc.in, tc.n)
 	}
 }
+
+// TestStatusWord: a kernel outcome is the service's status word as it is;
+// the zero value is Succeeded.
+func TestStatusWord(t *testing.T) {
+	cases := []struct {
+		in   Status
+		want string
+	}{
+		{"", "Succeeded"},
+		{Succeeded, "Succeeded"},
+		{Failed, "Failed"},
+		{Canceled, "Canceled"},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.in), func(t *testing.T) {
+			require.Equal(t, tc.want, tc.in.Word())
+		})
+	}
+}

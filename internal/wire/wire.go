@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Status words of both generations.
+// Status words of both generations: the one list of them. The client's
+// ExecutionStatus constants and internal/kernel's outcomes are these words.
 const (
 	LegacySuccess = "Success"
 	LegacyFailure = "Failure"
