@@ -95,9 +95,10 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, stop)
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "azsessions-emulator:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -help printed the usage: success, as the azsessions CLI
 		}
+		fmt.Fprintln(os.Stderr, "azsessions-emulator:", err)
 		os.Exit(1)
 	}
 }

@@ -69,9 +69,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "azsessions-mcp:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -help printed the usage: success, as the azsessions CLI
 		}
+		fmt.Fprintln(os.Stderr, "azsessions-mcp:", err)
 		os.Exit(2)
 	}
 }

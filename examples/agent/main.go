@@ -56,9 +56,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "agent:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -help printed the usage: success, as the azsessions CLI
 		}
+		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
 }
