@@ -138,3 +138,62 @@ func TestPoolWaiterCanceled(t *testing.T) {
 		t.Fatal("a waiting NewKernel was not released by Close")
 	}
 }
+
+// TestPoolRefusesWaitersWithoutRoom: NewKernel calls admitted while the
+// pool-wide limits had room, still waiting for a start when the room is
+// gone (here the data directories filled the disk budget), fail with
+// ErrPoolFull instead of waiting for a start that never comes; those whose
+// start was under way get their kernel.
+func TestPoolRefusesWaitersWithoutRoom(t *testing.T) {
+	requireSandbox(t, false)
+	release := make(chan struct{})
+	var began atomic.Int32
+	o := Options{Mode: ModeNone, noPreload: true, noIPython: true, Ready: 0, MaxTotalDiskBytes: 1 << 30}
+	o.startHook = func() func() {
+		began.Add(1)
+		<-release
+		return func() {}
+	}
+	e, err := newExecutor(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	const calls = 6
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			k, err := e.NewKernel(ctx)
+			if err == nil {
+				t.Cleanup(func() { _ = k.Close() })
+			}
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.waiters) == calls && e.starting == e.slots
+	}, time.Minute, 10*time.Millisecond, "the calls were not all admitted")
+	// The sessions' files fill the disk budget while the starts run.
+	e.mu.Lock()
+	e.diskBytes = o.MaxTotalDiskBytes
+	e.mu.Unlock()
+	close(release)
+	full, ok := 0, 0
+	for range calls {
+		err := <-errs
+		if err == nil {
+			ok++
+			continue
+		}
+		require.ErrorIs(t, err, ErrPoolFull)
+		full++
+	}
+	t.Logf("%d got a kernel, %d refused (%d starts under way)", ok, full, e.slots)
+	require.Equal(t, e.slots, ok, "the starts under way did not reach their calls")
+	require.Equal(t, calls-e.slots, full)
+	e.mu.Lock()
+	e.diskBytes = 0
+	e.mu.Unlock()
+}

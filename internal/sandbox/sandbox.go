@@ -149,11 +149,12 @@
 // as kubelet counts a working set) plus a reserve per kernel being started
 // (memReserve: 64 MiB, 128 MiB on gVisor), the tasks plus a reserve per
 // start, or the bytes and entries of the data directories at their last
-// measurement leave no room for one more; the ready list only refills
-// within the same room, and NewKernel calls waiting for a start are refused
-// when the room they were admitted in is gone. The reserves only keep
-// admission from starting a kernel that would find no room; the limits
-// themselves are the kernel's (memory, tasks) and the watcher's (disk).
+// measurement leave no room for one more beside the starts under way; the
+// ready list only refills within the same room, and NewKernel calls waiting
+// for a start are refused, the newest first, when a start finds no room.
+// The reserves only keep admission from starting a kernel that would find
+// no room; the limits themselves are the kernel's (memory, tasks) and the
+// watcher's (disk).
 // Without a memory cgroup (no root and no delegated cgroup, or the cgroup
 // self-test failed) nothing would cap the sandboxes' sum, so each kernel
 // counts its MemoryLimitBytes against MaxTotalMemoryBytes, as before issue
@@ -1512,14 +1513,19 @@ func (e *Executor) roomLocked(pending int) string {
 }
 
 // admitLocked says why a NewKernel that found no ready kernel may not wait
-// for one ("" when it may): the kernels that run or are handed over and the
-// calls already waiting, each of which gets a start, fill the pool-wide
-// limits. e.mu must be held.
+// for one ("" when it may): counted per kernel, the kernels that run or are
+// handed over and the calls already waiting fill the pool; measured, what the
+// sandboxes use leaves no room for the starts under way and one more. Calls
+// waiting for a start are not set aside for one by one: the pool checks the
+// room again for each start and refuses the newest waiting calls when it is
+// gone (refuseWaitersLocked), so a burst is not refused for reserves far
+// above what its kernels will use (100 gVisor kernels at 128 MiB each pass
+// a 11.5 GiB budget they fit in). e.mu must be held.
 func (e *Executor) admitLocked() string {
 	if e.capacity >= 0 && len(e.kernels)+e.handed+len(e.waiters) >= e.capacity {
 		return fmt.Sprintf("%d kernels of %d bytes of memory each in %d", e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxTotalMemoryBytes)
 	}
-	return e.roomLocked(max(e.starting, len(e.waiters)+1))
+	return e.roomLocked(e.starting + 1)
 }
 
 // reserveLocked takes room for one kernel about to start, or reports false
