@@ -644,6 +644,84 @@ print(json.dumps(res))`, shm, tmp), &got)
 	})
 }
 
+// TestEscapeOOMScore: every host process of a sandbox, a background one
+// included (on gVisor runsc's Sentry and Gofer), has oom_score_adj 1000, so
+// that when the host runs out of memory beyond the cgroups' limits the
+// kernel's OOM killer takes a sandbox process before the emulator or another
+// host process (the emulator's own memory is in no sandbox's cgroup); the
+// session cannot lower it.
+func TestEscapeOOMScore(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		requireRoot(t)
+		e := sharedFor(t, opts)
+		if e.cg == nil {
+			t.Skip("no cgroups: sandboxes start without the cgroup-joining shell")
+		}
+		k := newKernel(t, e)
+		if k.p.cg.v2 && e.cgroupEntryFor(k.p.cg).mode == joinAtClone {
+			t.Skip("cgroup v2 clone-into-cgroup start: oom_score_adj is set only by the cgroup-joining shell")
+		}
+		data, err := os.ReadFile(filepath.Join(k.p.cg.dirs[0], "cgroup.procs"))
+		require.NoError(t, err)
+		requireOOMScoreAdj(t, strings.Fields(string(data)))
+		res := requireOK(t, k, `import subprocess, sys
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)
+try:
+    with open('/proc/self/oom_score_adj', 'w') as f:
+        f.write('0')
+except OSError as e:
+    print('refused', e.errno)
+print(open('/proc/self/oom_score_adj').read().strip())`)
+		if opts.Mode != ModeGvisor && hasCapSysResource(t) {
+			// gVisor's /proc is the Sentry's: the host's value is checked
+			// below. Without CAP_SYS_RESOURCE (some container runtimes drop
+			// it from root) the emulator cannot make 1000 a floor, and the
+			// session may lower it back to 0, the emulator's.
+			require.Contains(t, res.Stdout, "refused", "the session lowered its oom_score_adj")
+			require.True(t, strings.HasSuffix(strings.TrimSpace(res.Stdout), "1000"), res.Stdout)
+		}
+		if opts.Mode == ModeGvisor || hasCapSysResource(t) {
+			// The background process too (on bwrap, only while the session
+			// cannot lower the value: see above).
+			data, err = os.ReadFile(filepath.Join(k.p.cg.dirs[0], "cgroup.procs"))
+			require.NoError(t, err)
+			requireOOMScoreAdj(t, strings.Fields(string(data)))
+		}
+	})
+}
+
+// requireOOMScoreAdj checks that the host processes pids (some of which may
+// have exited) have oom_score_adj 1000.
+func requireOOMScoreAdj(t *testing.T, pids []string) {
+	t.Helper()
+	require.GreaterOrEqual(t, len(pids), 2, "the sandbox's processes are not in its cgroup")
+	for _, pid := range pids {
+		adj, err := os.ReadFile("/proc/" + pid + "/oom_score_adj")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+		require.Equal(t, "1000", strings.TrimSpace(string(adj)), "host process %s (%s) of the sandbox", pid, strings.TrimSpace(string(comm)))
+	}
+}
+
+// hasCapSysResource reports whether the test process has CAP_SYS_RESOURCE
+// (bit 24 of CapEff in /proc/self/status).
+func hasCapSysResource(t *testing.T) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			require.NoError(t, err)
+			return caps&(1<<24) != 0
+		}
+	}
+	return false
+}
+
 // TestEscapeMountinfo: /proc/self/mountinfo shows no host path but the
 // system directories, the data directory's and its proxy directory's (its
 // sibling; see the package documentation): not the executor's sys

@@ -392,6 +392,11 @@ func (e *Executor) commandLine(dataDir string, env map[string]string, cfg driver
 	}
 }
 
+// oomScoreAdj is the oom_score_adj of every sandbox process started by the
+// cgroup-joining shell: the largest, so that the kernel's OOM killer picks
+// sandbox processes before any host process.
+const oomScoreAdj = "1000"
+
 // cgroupWrap prefixes args with what puts the sandbox in cg's cgroups
 // (chooseCgroupJoin): for joinWrapper a shell that joins them before the
 // sandbox starts, so every descendant is in them; for joinAtClone (the
@@ -407,7 +412,12 @@ func (e *Executor) cgroupWrap(cg *cgroupSet, mode cgroupJoin, args []string) []s
 		}
 		return args
 	}
-	wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"`, "azsessions-cg"}
+	// The shell also makes the sandbox the host's first choice when memory
+	// runs out beyond the cgroups' limits (oom_score_adj 1000, inherited by
+	// every descendant; written by root it is also the floor, so session
+	// code cannot lower it): a host short of memory loses a sandbox process,
+	// never the emulator or another host process first.
+	wrap := []string{"/bin/sh", "-c", `for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; echo ` + oomScoreAdj + ` > /proc/self/oom_score_adj || exit 125; exec "$@"`, "azsessions-cg"}
 	wrap = append(wrap, cg.procsFiles()...)
 	wrap = append(wrap, "--")
 	if e.id != nil && e.opts.Mode != ModeGvisor {
