@@ -407,6 +407,9 @@ type Options struct {
 	noIPython bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
+	// idleScanEvery, when set, replaces nextWatchInterval between the idle
+	// watcher's periodic scans (tests: only the free-space trigger scans).
+	idleScanEvery time.Duration
 	// maxWalkDepth bounds how deep the data directory watcher walks
 	// (default the package's maxWalkDepth; tests lower it).
 	maxWalkDepth int
