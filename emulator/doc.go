@@ -214,6 +214,9 @@
 //	                                   form (no text/html); executionResult stays one value
 //	an image on the executions         {"type":"image","format":"png","base64_data":...}, the
 //	  contract                         legacy contract's shape (seen by clients), in both modes
+//	a figure over 8 MiB of PNG         not returned: no image value, a note on stderr (the
+//	                                   service's bound is not documented; a default figure
+//	                                   takes tens of KiB)
 //	a Python exception                 status Failed (legacy Failure, result null), the
 //	                                   traceback in stderr, no error object
 //	a timeout                          status Failed with error {"code":"Timeout"}; stderr holds

@@ -304,13 +304,16 @@ func (k *Kernel) copyIn(src string) error {
 			}
 			return nil
 		case d.Type().IsRegular():
-			in, err := srcRoot.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+			// O_NONBLOCK: a named pipe swapped in since the walk must not
+			// block the session's start; anything but a regular file, once
+			// open, is skipped as the walk skips it.
+			in, err := srcRoot.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 			if err != nil {
 				return err
 			}
 			defer in.Close()
 			fi, err := in.Stat()
-			if err != nil {
+			if err != nil || !fi.Mode().IsRegular() {
 				return err
 			}
 			out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, fi.Mode().Perm()|0o600)

@@ -254,3 +254,36 @@ func TestDriverOutputPerBackend(t *testing.T) {
 		}
 	})
 }
+
+// TestFigureOverCap: a figure whose PNG passes the driver's
+// max_figure_bytes is not returned (stderr says why) and the kernel keeps
+// working; under the cap it is the cell's image.
+func TestFigureOverCap(t *testing.T) {
+	t.Parallel()
+	if _, ok := shared(t).Info().Packages["matplotlib"]; !ok {
+		requireOrSkip(t, "matplotlib")
+	}
+	cases := []struct {
+		name     string
+		capBytes int
+		image    bool
+	}{
+		{name: "under the cap", capBytes: maxFigureBytes, image: true},
+		{name: "over the cap", capBytes: 1 << 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := diskExecutor(t, Options{maxFigureBytes: tc.capBytes})
+			k := newKernel(t, e)
+			res := runT(t, k, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.gcf()", 2*time.Minute)
+			require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
+			if tc.image {
+				require.Contains(t, string(res.Value), "base64_data")
+				return
+			}
+			require.NotContains(t, string(res.Value), "base64_data")
+			require.Contains(t, res.Stderr, "over the emulator's limit of 1024")
+			requireOK(t, k, "1")
+		})
+	}
+}

@@ -45,6 +45,7 @@ CMD_FD, RES_FD = 3, 4
 CFG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 sys.argv = [""]
 MAX_VALUE_CHARS = int(CFG.get("max_value_chars", 1 << 20))
+MAX_FIGURE_BYTES = int(CFG.get("max_figure_bytes", 8 << 20))
 
 if CFG.get("socket"):
     # gVisor: runsc passes only fds 0-2, so the protocol comes over a Unix
@@ -236,9 +237,17 @@ _shown = []
 
 
 def _png(fig):
+    """The figure as PNG bytes, or None (with a note on stderr) when they
+    pass max_figure_bytes: the reply would be past the emulator's bound."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    return buf.getvalue()
+    data = buf.getvalue()
+    if len(data) > MAX_FIGURE_BYTES:
+        print("the figure's PNG is %d bytes, over the emulator's limit of %d: it is not returned "
+              "(save it under /mnt/data with savefig and download it)" % (len(data), MAX_FIGURE_BYTES),
+              file=sys.stderr)
+        return None
+    return data
 
 
 def _pyplot():
@@ -257,7 +266,9 @@ def _patched_show(*args, **kwargs):
     nums = plt.get_fignums()
     if nums:
         try:
-            _shown.append(_png(plt.figure(nums[-1])))
+            img = _png(plt.figure(nums[-1]))
+            if img is not None:
+                _shown.append(img)
         except Exception as e:  # noqa
             print("could not render figure: %r" % (e,), file=sys.stderr)
     plt.close("all")

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,21 +34,22 @@ const (
 	sandboxTmp  = "/tmp"
 )
 
-// maxReplyBytes bounds one protocol line from the driver while a reply is
-// awaited: an execution's reply carries the cell's value, whose text is
-// capped at 1 MiB (the driver's max_value_chars) but whose figure is a PNG
-// of whatever size matplotlib renders; a longer line is a broken protocol
-// (the kernel is treated as dead).
-const maxReplyBytes = 64 << 20
+// maxReplyBytes bounds one protocol line from either driver while a reply
+// is awaited: a value and its text are each capped at max_value_chars (1 Mi
+// characters, at most 6 bytes each in JSON: \uXXXX), a figure at
+// maxFigureBytes of PNG (base64: 4/3 of it), so a real reply is under
+// 13 MiB. A longer line is session code writing to the reply descriptor
+// (fd 4, or the gVisor socket), which would otherwise make the emulator
+// hold and answer it (line, value and response: ~3 times its size of
+// emulator heap per request, charged to no sandbox; a 64 MiB bound let 10
+// forged figures hold 1 GiB): a broken protocol, the kernel is restarted.
+const maxReplyBytes = 16 << 20
 
-// maxNodeReplyBytes bounds one protocol line of driver.js while a reply is
-// awaited: it has no figure, and its value and text are each capped at
-// max_value_chars (1 Mi UTF-16 units, at most 6 bytes each in JSON: \uXXXX),
-// so a real reply is under 13 MiB. A longer line is session code writing to
-// the reply descriptor (fd 4, or the gVisor socket), which would otherwise
-// make the emulator hold and answer up to 64 MiB (line, value and response:
-// ~200 MiB of emulator heap per request, charged to no sandbox).
-const maxNodeReplyBytes = 16 << 20
+// maxFigureBytes caps the PNG of a cell's figure (the driver's
+// max_figure_bytes): a larger one is not returned (stderr says so). A
+// default matplotlib figure takes tens of KiB. The service's own bound is
+// not documented: the emulator's guess (see package emulator).
+const maxFigureBytes = 8 << 20
 
 // idleReplyBytes bounds a protocol line that arrives while no reply is
 // awaited (no cell running, kernel started): the only legitimate one is the
@@ -84,9 +87,6 @@ type proc struct {
 	wg      sync.WaitGroup
 	runner  string
 	nextID  int
-	// replyMax bounds a line read while a reply is awaited (maxReplyBytes,
-	// maxNodeReplyBytes for driver.js).
-	replyMax int
 
 	// preloaded is closed once the driver finished its background preload
 	// (at once when there is nothing to preload).
@@ -122,7 +122,9 @@ type driverConfig struct {
 	Preload       []string `json:"preload"`
 	MplCache      string   `json:"mpl_cache"`
 	MaxValueChars int      `json:"max_value_chars"`
-	NoIPython     bool     `json:"no_ipython,omitempty"`
+	// MaxFigureBytes caps a figure's PNG (maxFigureBytes).
+	MaxFigureBytes int  `json:"max_figure_bytes"`
+	NoIPython      bool `json:"no_ipython,omitempty"`
 	// Socket is the Unix socket the driver connects to and uses as fds 3
 	// and 4 (mode gvisor, where runsc passes no other descriptor).
 	Socket string `json:"socket,omitempty"`
@@ -182,10 +184,6 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 
 		preloaded:   make(chan struct{}),
 		onPreloaded: e.checkPreloaded,
-		replyMax:    maxReplyBytes,
-	}
-	if e.opts.Runtime == RuntimeNode {
-		p.replyMax = maxNodeReplyBytes
 	}
 	err = e.launch(p, append(fds.extra, pp.outW, pp.errW))
 	if err != nil && entry.mode == joinAtClone && !errors.Is(err, ErrClosed) {
@@ -209,11 +207,12 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 // options; the mode's paths are set by commandLine.
 func (e *Executor) newDriverConfig() driverConfig {
 	cfg := driverConfig{
-		MaxFileSize:   e.opts.MaxFileSizeBytes,
-		Memory:        e.opts.MemoryLimitBytes,
-		Preload:       e.opts.Preload,
-		MaxValueChars: maxValueChars,
-		NoIPython:     e.opts.noIPython,
+		MaxFileSize:    e.opts.MaxFileSizeBytes,
+		Memory:         e.opts.MemoryLimitBytes,
+		Preload:        e.opts.Preload,
+		MaxValueChars:  maxValueChars,
+		MaxFigureBytes: cmp.Or(e.opts.maxFigureBytes, maxFigureBytes),
+		NoIPython:      e.opts.noIPython,
 	}
 	if e.opts.noPreload {
 		cfg.Preload = []string{}
@@ -698,7 +697,7 @@ func (p *proc) awaiting() chan struct{} {
 }
 
 // readReplies turns fd 4 into messages until it ends or breaks. A line is
-// held only while a reply is awaited (at most p.replyMax, one at a time:
+// held only while a reply is awaited (at most maxReplyBytes, one at a time:
 // msgs is unbuffered); without one, lines longer than idleReplyBytes are
 // discarded as they are read, and complete ones other than "preloaded" are
 // dropped.
@@ -713,7 +712,7 @@ func (p *proc) readReplies() {
 			if !discard {
 				limit, awaited := idleReplyBytes, p.awaiting() != nil
 				if awaited {
-					limit = p.replyMax
+					limit = maxReplyBytes
 				}
 				switch {
 				case len(line)+len(chunk) <= limit:
@@ -1116,7 +1115,8 @@ const maxScalarValueBytes = 64 << 10
 
 // replyWithinContract reports whether rep is a reply the drivers can write:
 // a text and a string value of at most maxValueChars characters, a number
-// of a bounded length, and an object only as a figure. Anything else was
+// of a bounded length, and an object only as a figure of at most
+// maxFigureBytes. Anything else was
 // written to the reply descriptor by session code (a forged reply up to
 // the line bound, answered as the cell's value, would hold and send tens
 // of MiB per request): Execute treats it as a broken protocol.
@@ -1135,8 +1135,9 @@ func replyWithinContract(rep execReply) bool {
 	case '{':
 		var img struct {
 			Type string `json:"type"`
+			Data string `json:"base64_data"`
 		}
-		return json.Unmarshal(v, &img) == nil && img.Type == "image"
+		return json.Unmarshal(v, &img) == nil && img.Type == "image" && len(img.Data) <= base64.StdEncoding.EncodedLen(maxFigureBytes)
 	case '[':
 		return false
 	default:

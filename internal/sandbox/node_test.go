@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -318,7 +319,7 @@ func nodePath(t *testing.T) string {
 // figure and values capped at 1 Mi characters, yet the emulator took lines
 // of up to 64 MiB from it (the Python driver's bound, for PNGs) and answered
 // a forged 60 MiB executionResult (~400 MiB of emulator RSS after two
-// requests). A line past maxNodeReplyBytes is now a broken protocol: the
+// requests). A line past maxReplyBytes (16 MiB) is now a broken protocol: the
 // kernel is restarted and the forged value never reaches the Result. The
 // largest real reply (1 Mi control characters: 6 bytes each in JSON) still
 // passes.
@@ -378,6 +379,7 @@ func TestReplyWithinContract(t *testing.T) {
 		{name: "string at the cap", rep: execReply{Value: quoted(strings.Repeat("é", maxValueChars)), Text: str(strings.Repeat("é", maxValueChars))}, ok: true},
 		{name: "control characters at the cap", rep: execReply{Value: quoted(strings.Repeat("\x01", maxValueChars))}, ok: true},
 		{name: "figure", rep: execReply{Value: json.RawMessage(`{"type":"image","format":"png","base64_data":"` + strings.Repeat("A", 8<<20) + `"}`)}, ok: true},
+		{name: "figure past the cap", rep: execReply{Value: json.RawMessage(`{"type":"image","format":"png","base64_data":"` + strings.Repeat("A", base64.StdEncoding.EncodedLen(maxFigureBytes)+4) + `"}`)}},
 		{name: "string past the cap", rep: execReply{Value: quoted(strings.Repeat("F", maxValueChars+1))}},
 		{name: "text past the cap", rep: execReply{Value: json.RawMessage(`1`), Text: str(strings.Repeat("F", maxValueChars+1))}},
 		{name: "huge number", rep: execReply{Value: json.RawMessage(strings.Repeat("9", maxScalarValueBytes+1))}},
@@ -393,8 +395,8 @@ func TestReplyWithinContract(t *testing.T) {
 
 // TestPythonForgedReplyBounded (PythonLTS, the Python analogue of
 // TestNodeForgedReplyBounded): session code writes, to the driver's reply
-// descriptor, a reply with the running cell's id and a 20 Mi-character
-// value — under the line bound kept for figures (64 MiB) but past the
+// descriptor, a reply with the running cell's id and a 10 Mi-character
+// value — under the 16 MiB line bound but past the
 // driver's 1 Mi-character cap. Without the contract check it was the
 // cell's Result (sent back by the emulator as executionResult); now the
 // kernel is restarted and the forged value never reaches the Result.
@@ -413,7 +415,7 @@ for f in sys._current_frames().values():
             mid, reply = m["id"], f.f_globals["reply"]
         f = f.f_back
 assert mid is not None, "no request found"
-reply({"id": mid, "ok": True, "has_value": True, "value": "F" * (20 << 20), "text": "forged",
+reply({"id": mid, "ok": True, "has_value": True, "value": "F" * (10 << 20), "text": "forged",
     "timed_out": False, "interrupted": False, "duration_ms": 1, "exit_code": None})
 mid`, 2*time.Minute)
 		require.Equal(t, kernel.Failed, res.Status, "the forged reply was taken as the cell's")

@@ -407,6 +407,9 @@ type Options struct {
 	noIPython bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
+	// maxFigureBytes overrides the constant maxFigureBytes for the driver
+	// (tests lower it; the reply check keeps the constant).
+	maxFigureBytes int
 	// idleScanEvery, when set, replaces nextWatchInterval between the idle
 	// watcher's periodic scans (tests: only the free-space trigger scans).
 	idleScanEvery time.Duration
