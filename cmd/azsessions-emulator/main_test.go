@@ -191,6 +191,34 @@ func TestRunNetworkExposure(t *testing.T) {
 	}
 }
 
+// started is a run of the command in a goroutine (startRun).
+type started struct {
+	stdout, stderr *syncBuffer
+	done           chan error // run's error, once it returned
+}
+
+// startRun runs the command with args until ctx ends, in a goroutine.
+func startRun(ctx context.Context, args ...string) *started {
+	r := &started{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	go func() { r.done <- run(ctx, args, r.stdout, r.stderr, nil) }()
+	return r
+}
+
+// endpoint waits up to within for the endpoint line the command prints on
+// stdout and returns it; the test fails if run returns first.
+func (r *started) endpoint(t *testing.T, within time.Duration) string {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-r.done:
+			t.Fatalf("run failed: %v\n%s", err, r.stderr.String())
+		default:
+		}
+		return strings.Contains(r.stdout.String(), "\n")
+	}, within, 20*time.Millisecond, "stderr: %s", r.stderr.String())
+	return strings.TrimSpace(r.stdout.String())
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -218,16 +246,11 @@ func TestRun(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
 	dataDir := testenv.DataDir(t)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-ready", "0", "-data-dir", dataDir, "-require-token"}, &stdout, &stderr, nil)
-	}()
-	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "\n") }, 30*time.Second, 20*time.Millisecond, "stderr: %s", stderr.String())
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	require.Len(t, lines, 1)
-	endpoint := lines[0]
+	r := startRun(ctx, "-addr", "127.0.0.1:0", "-ready", "0", "-data-dir", dataDir, "-require-token")
+	stderr, done := r.stderr, r.done
+	endpoint := r.endpoint(t, 30*time.Second)
+	require.Equal(t, endpoint+"\n", r.stdout.String(), "one line on stdout")
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/local/sessionPools/emulator$`, endpoint)
 
 	do := func(method, route, body string, token bool) (int, string) {
@@ -332,21 +355,10 @@ func TestRunBurst(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
 	dataDir := testenv.DataDir(t)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data-dir", dataDir, "-log-level", "warn"}, &stdout, &stderr, nil)
-	}()
-	require.Eventually(t, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("run failed: %v\n%s", err, stderr.String())
-		default:
-		}
-		return strings.Contains(stdout.String(), "\n")
-	}, 2*time.Minute, 20*time.Millisecond, "stderr: %s", stderr.String())
-	endpoint := strings.TrimSpace(stdout.String())
+	r := startRun(ctx, "-addr", "127.0.0.1:0", "-data-dir", dataDir, "-log-level", "warn")
+	done := r.done
+	endpoint := r.endpoint(t, 2*time.Minute)
 
 	const burst = 20
 	client := &http.Client{Timeout: 10 * time.Minute} // a loaded 2-core machine starts 20 sandboxes slowly

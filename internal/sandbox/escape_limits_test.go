@@ -172,19 +172,26 @@ func TestEscapePoolExhaustion(t *testing.T) {
 				}
 				require.NoError(t, ks[0].Close())
 				// The closed kernel's memory is uncharged once its processes are gone.
-				require.Eventually(t, func() bool {
-					k, err := e.NewKernel(ctx)
-					if err != nil {
-						require.ErrorIs(t, err, ErrPoolFull)
-						return false
-					}
-					t.Cleanup(func() { _ = k.Close() })
-					requireOK(t, k, "1")
-					return true
-				}, time.Minute, 100*time.Millisecond)
+				admittedEventually(t, e, ctx)
 			})
 		}
 	})
+}
+
+// admittedEventually waits (up to a minute) until the pool admits a new
+// kernel, refused meanwhile with ErrPoolFull only, and checks that it runs.
+func admittedEventually(t *testing.T, e *Executor, ctx context.Context) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		k, err := e.NewKernel(ctx)
+		if err != nil {
+			require.ErrorIs(t, err, ErrPoolFull)
+			return false
+		}
+		t.Cleanup(func() { _ = k.Close() })
+		requireOK(t, k, "1")
+		return true
+	}, time.Minute, 100*time.Millisecond)
 }
 
 // poolMemoryPeak is the highest memory charge of the executor's memory
@@ -259,16 +266,7 @@ func TestEscapePoolMemory(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		require.Eventually(t, func() bool {
-			k, err := e.NewKernel(ctx)
-			if err != nil {
-				require.ErrorIs(t, err, ErrPoolFull)
-				return false
-			}
-			t.Cleanup(func() { _ = k.Close() })
-			requireOK(t, k, "1")
-			return true
-		}, time.Minute, 100*time.Millisecond)
+		admittedEventually(t, e, ctx)
 	})
 }
 
