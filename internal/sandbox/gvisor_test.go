@@ -77,6 +77,7 @@ func TestGvisorKernelContract(t *testing.T) {
 		{"TestCloseDuringExecute", TestCloseDuringExecute},
 		{"TestSkippedStartModulesImportable", TestSkippedStartModulesImportable},
 		{"TestUnlinkedOpenFilesCount", TestUnlinkedOpenFilesCount},
+		{"TestUnlinkedMappedFilesCount", TestUnlinkedMappedFilesCount},
 		{"TestDataDirSpace", TestDataDirSpace},
 		{"TestDataDirEntryLimit", TestDataDirEntryLimit},
 	})

@@ -876,6 +876,11 @@ var (
 const (
 	watchCellInterval = 300 * time.Millisecond
 	watchIdleInterval = time.Second
+	// watchStatfsInterval is how often the idle watcher compares the file
+	// system's use with its last scan (one statfs): a writer at page-cache
+	// speed gets this long past the session's room before a scan starts
+	// (red team: 1 s let ~1.6 GB past a 1 GiB limit).
+	watchStatfsInterval = 200 * time.Millisecond
 	// watchIdleMax caps the idle interval: how long a background writer of
 	// a session with a huge tree can write between two scans (each file
 	// bounded by RLIMIT_FSIZE; the scans at the start and end of every
@@ -910,14 +915,14 @@ func (k *Kernel) startWatch() {
 // whose Result says why. A dead kernel is not measured (nothing of it writes).
 //
 // A scan of a large tree is slow, so scans of an idle kernel may be up to
-// watchIdleMax apart; in between, every watchIdleInterval, one statfs of
+// watchIdleMax apart; in between, every watchStatfsInterval, one statfs of
 // the data directories' file system says whether more was written since
 // the last scan than the kernel had room for (red team: a background
 // writer beside a tree of 95,000 entries put 6.5 GB into a 1 GiB data
 // directory between two scans), and then it scans at once.
 func (k *Kernel) watch() {
 	defer k.watchWG.Done()
-	t := time.NewTimer(watchIdleInterval)
+	t := time.NewTimer(watchStatfsInterval)
 	defer t.Stop()
 	every := nextWatchInterval
 	if d := k.e.opts.idleScanEvery; d > 0 {
@@ -955,7 +960,7 @@ func (k *Kernel) watch() {
 			lastScan = time.Now()
 			k.mu.Unlock()
 		}
-		t.Reset(watchIdleInterval)
+		t.Reset(watchStatfsInterval)
 	}
 }
 

@@ -216,3 +216,33 @@ func BenchmarkIdleMeasure(b *testing.B) {
 		}
 	}
 }
+
+// TestUnlinkedMappedFilesCount (red team F1): a file written, mapped (one
+// page, through libc so that no descriptor stays open), closed and unlinked
+// keeps its blocks with neither a name nor a descriptor; it counts, so the
+// cell that holds three 20 MiB ones past a 40 MiB limit is stopped (without
+// the count it passed, and 20 of 120 MiB held 2.5 GB past a 1 GiB limit).
+func TestUnlinkedMappedFilesCount(t *testing.T) {
+	t.Parallel()
+	e := diskExecutor(t, Options{MaxDataDirBytes: 40 << 20, MaxFileSizeBytes: 32 << 20})
+	k := newKernel(t, e)
+	res := runT(t, k, `import ctypes, os
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+buf = b'x' * (4 << 20)
+for i in range(3):
+    p = '/mnt/data/.h%d' % i
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    for _ in range(5):
+        os.write(fd, buf)
+    assert libc.mmap(None, 4096, 1, 1, fd, 0) not in (None, ctypes.c_void_p(-1).value)
+    os.close(fd)
+    os.unlink(p)
+os.listdir('/mnt/data')`, time.Minute)
+	t.Logf("status %s restarted %v stderr %q", res.Status, res.Restarted, res.Stderr)
+	require.Equal(t, kernel.Failed, res.Status, "the mapped unlinked files were not counted")
+	require.True(t, res.Restarted)
+	require.Contains(t, res.Stderr, "over the limit")
+	requireOK(t, k, "1") // killing the kernel freed the space
+}
