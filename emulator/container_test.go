@@ -468,11 +468,8 @@ func TestContainerProxyUpgrade(t *testing.T) {
 			http.Error(w, "want an upgrade", http.StatusBadRequest)
 			return
 		}
-		w.Header().Set("Upgrade", "echo")
-		w.Header().Set("Connection", "Upgrade")
-		w.WriteHeader(http.StatusSwitchingProtocols)
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, brw, ok := acceptEchoUpgrade(w)
+		if !ok {
 			return
 		}
 		defer conn.Close()
@@ -490,6 +487,17 @@ func TestContainerProxyUpgrade(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, msg, got)
 	}
+}
+
+// acceptEchoUpgrade answers, as the container, 101 Switching Protocols to
+// the "echo" protocol and takes over the connection (ok false if it
+// cannot).
+func acceptEchoUpgrade(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, bool) {
+	w.Header().Set("Upgrade", "echo")
+	w.Header().Set("Connection", "Upgrade")
+	w.WriteHeader(http.StatusSwitchingProtocols)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	return conn, brw, err == nil
 }
 
 // rawGet sends GET {pool}{pathQuery} on a new connection, asking for the
@@ -533,11 +541,8 @@ func TestContainerStopEndsProxiedRequests(t *testing.T) {
 					<-r.Context().Done() // the emulator closed the connection
 					return
 				}
-				w.Header().Set("Upgrade", "echo")
-				w.Header().Set("Connection", "Upgrade")
-				w.WriteHeader(http.StatusSwitchingProtocols)
-				conn, brw, err := http.NewResponseController(w).Hijack()
-				if err != nil {
+				conn, brw, ok := acceptEchoUpgrade(w)
+				if !ok {
 					return
 				}
 				defer conn.Close()
