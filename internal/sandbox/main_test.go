@@ -23,7 +23,6 @@ func (c closingM) Run() int {
 	code := c.m.Run()
 	closeProbeKernels()
 	closeShared()
-	closeSharedNode()
 	return code
 }
 
@@ -184,10 +183,13 @@ func newExecutor(opts Options) (*Executor, error) {
 	return New(opts)
 }
 
+// sharedKey names a shared executor: its backend and runtime.
+type sharedKey struct{ mode, runtime string }
+
 var (
 	sharedMu    sync.Mutex
-	sharedExecs = map[string]*Executor{}
-	sharedErrs  = map[string]error{}
+	sharedExecs = map[sharedKey]*Executor{}
+	sharedErrs  = map[sharedKey]error{}
 )
 
 // shared returns the executor shared by the tests (closed in TestMain), of
@@ -214,24 +216,25 @@ func contractMode(t testing.TB) string {
 	return ModeBwrap
 }
 
-// sharedFor returns the executor of opts.Mode shared by the tests, created
-// with opts on first use (closed in TestMain).
+// sharedFor returns the executor of opts.Mode and opts.Runtime shared by
+// the tests, created with opts on first use (closed in TestMain).
 func sharedFor(t testing.TB, opts Options) *Executor {
 	t.Helper()
+	key := sharedKey{opts.Mode, opts.Runtime}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	e, ok := sharedExecs[opts.Mode]
+	e, ok := sharedExecs[key]
 	if !ok {
-		if err, failed := sharedErrs[opts.Mode]; failed {
+		if err, failed := sharedErrs[key]; failed {
 			require.NoError(t, err)
 		}
 		var err error
 		e, err = newExecutor(opts)
 		if err != nil {
-			sharedErrs[opts.Mode] = err
+			sharedErrs[key] = err
 			require.NoError(t, err)
 		}
-		sharedExecs[opts.Mode] = e
+		sharedExecs[key] = e
 	}
 	return e
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,34 +40,12 @@ func nodeOptions(mode string) Options {
 	return o
 }
 
-var (
-	nodeMu    sync.Mutex
-	nodeExecs = map[string]*Executor{}
-)
-
 // sharedNode returns the Node.js executor of opts.Mode shared by the tests
-// (closed at the end of the package's tests by closeSharedNode).
+// (sharedFor, keyed by runtime too).
 func sharedNode(t testing.TB, opts Options) *Executor {
 	t.Helper()
 	requireNode(t)
-	nodeMu.Lock()
-	defer nodeMu.Unlock()
-	e, ok := nodeExecs[opts.Mode]
-	if !ok {
-		var err error
-		e, err = New(opts)
-		require.NoError(t, err)
-		nodeExecs[opts.Mode] = e
-	}
-	return e
-}
-
-func closeSharedNode() {
-	nodeMu.Lock()
-	defer nodeMu.Unlock()
-	for _, e := range nodeExecs {
-		_ = e.Close()
-	}
+	return sharedFor(t, opts)
 }
 
 // runJS executes code with the given timeout.
