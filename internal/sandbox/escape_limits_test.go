@@ -220,16 +220,19 @@ func poolMemoryPeak(t *testing.T, e *Executor) int64 {
 // sandboxes (never the emulator: it is not in that group). The pool's
 // charge never passes the budget, at least one of the hogs loses its
 // kernel (reported, restarted on the next execution), and a quiet session
-// answers throughout. Without the pool's cgroup limit all three hogs keep
-// their memory (3 × 600 MiB in a 1.5 GiB budget).
+// answers throughout. Without the pool's cgroup limit both hogs keep their
+// memory (2 × 200 MiB, each well under its own 384 MiB limit, in a 384 MiB
+// budget). The budget is small so that little memory is filled, and roomy
+// enough for three idle gVisor sandboxes (~50 MiB each) and one start's
+// reserve (admittedEventually).
 func TestEscapePoolMemory(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		const hog = 600 << 20
+		const hog = 200 << 20
 		o := opts
 		o.Ready, o.noPreload = 0, true
-		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 1<<30, 3<<29
+		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 3<<27, 3<<27
 		e, err := newExecutor(o)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
@@ -237,7 +240,7 @@ func TestEscapePoolMemory(t *testing.T) {
 			requireCgroupController(t, "memory")
 		}
 		quiet := newKernel(t, e)
-		hogs := []*Kernel{newKernel(t, e), newKernel(t, e), newKernel(t, e)}
+		hogs := []*Kernel{newKernel(t, e), newKernel(t, e)}
 		requireOK(t, quiet, "q = 41")
 		for i, k := range hogs {
 			res := runT(t, k, fmt.Sprintf("x = b'x' * %d\nlen(x)", hog), 2*time.Minute)
@@ -252,10 +255,15 @@ func TestEscapePoolMemory(t *testing.T) {
 			}
 		}
 		peak := poolMemoryPeak(t, e)
-		t.Logf("%d of 3 hogs kept their %d MiB; pool peak %d MiB of a %d MiB budget", survivors, hog>>20, peak>>20, o.MaxTotalMemoryBytes>>20)
-		require.Less(t, survivors, 3, "the sandboxes together used more than the pool-wide budget")
+		t.Logf("%d of %d hogs kept their %d MiB; pool peak %d MiB of a %d MiB budget", survivors, len(hogs), hog>>20, peak>>20, o.MaxTotalMemoryBytes>>20)
+		require.Less(t, survivors, len(hogs), "the sandboxes together used more than the pool-wide budget")
 		if peak >= 0 {
-			require.LessOrEqual(t, peak, o.MaxTotalMemoryBytes)
+			// The kernel forces the few pages a dying process (the OOM
+			// victim) still charges past the limit: up to peakSlack more
+			// (seen: one page, under gVisor). Without the limit the peak is
+			// both hogs and the sandboxes: 480 MiB (bwrap), 557 MiB (gVisor).
+			const peakSlack = 1 << 20
+			require.LessOrEqual(t, peak, o.MaxTotalMemoryBytes+peakSlack)
 		}
 		res := requireOK(t, quiet, "q + 1")
 		require.Equal(t, "42", string(res.Value), "the quiet session lost its state")
