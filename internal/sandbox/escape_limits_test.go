@@ -115,12 +115,22 @@ func TestTmpChargedToSandbox(t *testing.T) {
 func TestEscapePoolExhaustion(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
+		// Budgets: two kernels counted at their limits; measured, a few
+		// idle sandboxes (~25 MiB each on bwrap, ~50 MiB on gVisor) beside
+		// two starts' reserves (a call that waits while the ready kernel
+		// starts; 64 MiB each, 128 MiB on gVisor), so that few kernels
+		// start before the pool is full.
+		inUse := int64(testMemory)
+		if opts.Mode == ModeGvisor {
+			inUse = 3 << 27
+		}
 		tests := []struct {
 			name     string
 			noCgroup bool
+			budget   int64
 		}{
-			{"memory counted per kernel", true},
-			{"memory in use", false},
+			{"memory counted per kernel", true, 2 * testMemory},
+			{"memory in use", false, inUse},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +142,7 @@ func TestEscapePoolExhaustion(t *testing.T) {
 				}
 				o := opts
 				o.Ready, o.noPreload, o.noCgroup = 1, true, tc.noCgroup
-				o.MaxTotalMemoryBytes = 2 * testMemory
+				o.MaxTotalMemoryBytes = tc.budget
 				e, err := newExecutor(o)
 				require.NoError(t, err)
 				defer func() { require.NoError(t, e.Close()) }()
