@@ -339,39 +339,41 @@ len(procs)`, each)
 // TestEscapePoolDisk: sessions that each stay under MaxDataDirBytes but
 // together write more than the pool-wide MaxTotalDiskBytes: the one that
 // writes past it is stopped like one over its own limit (the cell fails, its
-// files are kept), the others keep working, uploads get only the room left
-// beside the other sessions, and new sessions are refused until files are
-// deleted. Without the pool-wide check the third session's cell succeeds.
+// files are kept), the other keeps working, uploads get only the room left
+// beside the other session, and new sessions are refused until files are
+// deleted. Without the pool-wide check the second session's cell succeeds.
+// The limits are small so that little is written: one session's files and a
+// new kernel's reserve (min(MaxDataDirBytes, MaxFileSizeBytes)) fit in the
+// pool, two sessions' files do not.
 func TestEscapePoolDisk(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		const file, files = 7 << 20, 5 // 35 MiB each, under the 40 MiB of one kernel
+		const file, files = 3 << 19, 5 // 7.5 MiB each, under the 10 MiB of one kernel
 		o := opts
 		o.Ready, o.noPreload = 0, true
-		o.MaxTotalDiskBytes = 2 * testDataDir
+		o.MaxDataDirBytes, o.MaxFileSizeBytes = 10<<20, 2<<20
+		o.MaxTotalDiskBytes = 12 << 20 // 7.5 + 2 <= 12 < 2 × 7.5
 		e, err := newExecutor(o)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
 		fill := fmt.Sprintf("for i in range(%d):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * %d)", files, file)
-		ks := []*Kernel{newKernel(t, e), newKernel(t, e), newKernel(t, e)}
-		requireOK(t, ks[0], fill)
-		requireOK(t, ks[1], fill)
-		res := runT(t, ks[2], fill, time.Minute)
-		t.Logf("third writer: %s restarted %v, stderr %q", res.Status, res.Restarted, lastBytes(res.Stderr, 300))
+		first, second := newKernel(t, e), newKernel(t, e)
+		requireOK(t, first, fill)
+		res := runT(t, second, fill, time.Minute)
+		t.Logf("second writer: %s restarted %v, stderr %q", res.Status, res.Restarted, lastBytes(res.Stderr, 300))
 		require.Equal(t, kernel.Failed, res.Status, "the sessions together wrote past the pool-wide limit")
 		require.Contains(t, res.Stderr, "pool-wide limit")
-		// Uploads to the first session get the room the others leave.
-		_, limit, err := ks[0].DataDirSpace()
+		// Uploads to the first session get the room the other leaves.
+		_, limit, err := first.DataDirSpace()
 		require.NoError(t, err)
 		require.Less(t, limit, o.MaxDataDirBytes)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_, err = e.NewKernel(ctx)
 		require.ErrorIs(t, err, ErrPoolFull)
-		// The others keep working; deleting files makes room again.
-		requireOK(t, ks[0], "1")
-		requireOK(t, ks[1], "1")
-		requireOK(t, ks[2], "import glob, os\nfor f in glob.glob('/mnt/data/f*'): os.remove(f)")
+		// The first keeps working; deleting files makes room again.
+		requireOK(t, first, "1")
+		requireOK(t, second, "import glob, os\nfor f in glob.glob('/mnt/data/f*'): os.remove(f)")
 		requireOK(t, newKernel(t, e), "1")
 	})
 }
