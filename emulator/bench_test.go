@@ -33,6 +33,9 @@ type sandboxEnv struct {
 	exec   *sandbox.Executor
 	srv    *httptest.Server
 	h      *emulator.Handler
+
+	closeFn   func()
+	closeOnce sync.Once
 }
 
 func newSandboxEnv(b *testing.B, ready int) *sandboxEnv {
@@ -53,11 +56,13 @@ func newSandboxEnvOpts(b *testing.B, opts emulator.SandboxOptions) *sandboxEnv {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	b.Cleanup(func() {
+	env := &sandboxEnv{exec: ex.(*sandbox.Executor), srv: srv, h: h}
+	env.closeFn = func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		_ = h.Close()
-	})
+	}
+	b.Cleanup(env.close)
 	copts := &azsessions.ClientOptions{}
 	copts.Transport = srv.Client()
 	c, err := azsessions.NewClientWithNoCredential(srv.URL+h.PoolPath(), copts)
@@ -65,30 +70,39 @@ func newSandboxEnvOpts(b *testing.B, opts emulator.SandboxOptions) *sandboxEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(srv.Client().CloseIdleConnections)
-	return &sandboxEnv{client: c, exec: ex.(*sandbox.Executor), srv: srv, h: h}
+	env.client = c
+	return env
 }
+
+// close stops the server and the handler with its executor (once; also at
+// the benchmark's end).
+func (e *sandboxEnv) close() { e.closeOnce.Do(e.closeFn) }
 
 // waitReady waits until the executor's pool holds n started sandboxes and
 // the machine had a moment to settle (the refill competes for the CPUs).
 func (e *sandboxEnv) waitReady(b *testing.B, n int) {
 	b.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); e.exec.ReadyKernels() < n; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Minute); e.exec.ReadyKernels() < n; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("the ready pool did not refill")
 		}
 	}
 }
 
-func reportLatencies(b *testing.B, lat []time.Duration) {
+func reportLatencies(b *testing.B, lat []time.Duration) { reportLatenciesAs(b, "", lat) }
+
+// reportLatenciesAs reports the p50, p95, p99 and max of lat, their names
+// prefixed.
+func reportLatenciesAs(b *testing.B, prefix string, lat []time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-	b.ReportMetric(ms(lat[int(0.95*float64(len(lat)-1))]), "p95-ms")
-	b.ReportMetric(ms(lat[int(0.99*float64(len(lat)-1))]), "p99-ms")
-	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+	b.ReportMetric(ms(lat[len(lat)/2]), prefix+"p50-ms")
+	b.ReportMetric(ms(lat[int(0.95*float64(len(lat)-1))]), prefix+"p95-ms")
+	b.ReportMetric(ms(lat[int(0.99*float64(len(lat)-1))]), prefix+"p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), prefix+"max-ms")
 }
 
 func mustSucceed(b *testing.B, resp azsessions.ExecuteResponse, err error) {
@@ -128,6 +142,13 @@ func BenchmarkSandboxWarmExecute(b *testing.B) {
 // budgets included (as root they cap what the sandboxes use, not their
 // count); every execution must succeed.
 //
+// Each iteration is a new executor: the cold burst (p50-ms, p95-ms, max-ms,
+// load1-before, load1-after), then, once the sessions are deleted and the
+// ready list has refilled to the target the burst raised (ready-target, up
+// to the ready cap), the same burst again (adapted-p50-ms, adapted-p95-ms,
+// adapted-max-ms, adapted-load1-before, adapted-load1-after): what the next
+// burst of c costs after the pool adapted to the first.
+//
 // Per backend (sandbox=bwrap, sandbox=gvisor; gvisor not with -short).
 func BenchmarkSandboxFirstExecute(b *testing.B) {
 	for _, mode := range []string{emulator.SandboxBwrap, emulator.SandboxGvisor} {
@@ -143,6 +164,20 @@ func BenchmarkSandboxFirstExecute(b *testing.B) {
 	}
 }
 
+// burstStats collects one kind of burst's first executions and load averages.
+type burstStats struct {
+	lat                   []time.Duration
+	loadBefore, loadAfter []float64
+}
+
+func (s *burstStats) report(b *testing.B, prefix string) {
+	reportLatenciesAs(b, prefix, s.lat)
+	if len(s.loadBefore) > 0 {
+		b.ReportMetric(slices.Max(s.loadBefore), prefix+"load1-before")
+		b.ReportMetric(slices.Max(s.loadAfter), prefix+"load1-after")
+	}
+}
+
 func benchFirstExecute(b *testing.B, mode string) {
 	levels := []int{1}
 	if os.Getenv("AZSESSIONS_BENCH_LARGE") == "1" {
@@ -151,53 +186,71 @@ func benchFirstExecute(b *testing.B, mode string) {
 	for _, c := range levels {
 		b.Run(fmt.Sprintf("concurrent=%d", c), func(b *testing.B) {
 			const ready = 2
-			env := newSandboxEnvOpts(b, emulator.SandboxOptions{Python: testenv.Python, Mode: mode, Ready: ready})
-			ctx := context.Background()
-			var loadBefore, loadAfter []float64
-			var (
-				mu  sync.Mutex
-				lat []time.Duration
-			)
+			var cold, adapted burstStats
+			var targets []float64
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
+				env := newSandboxEnvOpts(b, emulator.SandboxOptions{Python: testenv.Python, Mode: mode, Ready: ready})
 				env.waitReady(b, ready)
-				loadBefore = append(loadBefore, loadAverage(b))
 				b.StartTimer()
-				var wg sync.WaitGroup
-				sessions := make([]*azsessions.Session, c)
-				for j := range c {
-					sessions[j] = env.client.NewSession()
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						t0 := time.Now()
-						resp, err := sessions[j].Execute(ctx, "1+1", nil)
-						d := time.Since(t0)
-						if err != nil || resp.Status != azsessions.ExecutionStatusSucceeded {
-							b.Errorf("first execution %d of %d: %v %s %s", j, c, err, resp.Status, resp.Stderr)
-							return
-						}
-						mu.Lock()
-						lat = append(lat, d)
-						mu.Unlock()
-					}()
-				}
-				wg.Wait()
-				if b.Failed() {
-					b.FailNow()
-				}
+				firstExecuteBurst(b, env, c, &cold)
 				b.StopTimer()
-				loadAfter = append(loadAfter, loadAverage(b))
-				for _, s := range sessions {
-					_, _ = s.Delete(ctx, nil)
-				}
+				target := env.exec.ReadyTarget()
+				targets = append(targets, float64(target))
+				env.waitReady(b, target)
+				b.StartTimer()
+				firstExecuteBurst(b, env, c, &adapted)
+				b.StopTimer()
+				env.close()
 				b.StartTimer()
 			}
-			reportLatencies(b, lat)
-			b.ReportMetric(slices.Max(loadBefore), "load1-before")
-			b.ReportMetric(slices.Max(loadAfter), "load1-after")
+			cold.report(b, "")
+			adapted.report(b, "adapted-")
+			b.ReportMetric(slices.Max(targets), "ready-target")
 		})
 	}
+}
+
+// firstExecuteBurst runs 1+1 on c new identifiers at once, adds their
+// latencies and the load average before and after to st, and deletes the
+// sessions (timer stopped).
+func firstExecuteBurst(b *testing.B, env *sandboxEnv, c int, st *burstStats) {
+	ctx := context.Background()
+	b.StopTimer()
+	st.loadBefore = append(st.loadBefore, loadAverage(b))
+	b.StartTimer()
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	sessions := make([]*azsessions.Session, c)
+	for j := range c {
+		sessions[j] = env.client.NewSession()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			resp, err := sessions[j].Execute(ctx, "1+1", nil)
+			d := time.Since(t0)
+			if err != nil || resp.Status != azsessions.ExecutionStatusSucceeded {
+				b.Errorf("first execution %d of %d: %v %s %s", j, c, err, resp.Status, resp.Stderr)
+				return
+			}
+			mu.Lock()
+			st.lat = append(st.lat, d)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	b.StopTimer()
+	st.loadAfter = append(st.loadAfter, loadAverage(b))
+	for _, s := range sessions {
+		_, _ = s.Delete(ctx, nil)
+	}
+	b.StartTimer()
 }
 
 // BenchmarkSandboxFirstFigure draws the first matplotlib figure of a fresh

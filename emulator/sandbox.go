@@ -8,7 +8,10 @@ import "github.com/azsessions/azsessions/internal/sandbox"
 // /usr/bin/node or node on PATH), Mode (SandboxBwrap, the default, SandboxGvisor or
 // SandboxNone),
 // DataDir (where the kernels' data directories go; "" for a temporary
-// directory), Ready (kernels kept started), MemoryLimitBytes, MaxProcesses,
+// directory), Ready (kernels kept started; after a burst of N new sessions
+// that they could not serve, N, up to MaxReady), MaxReady (the most kept
+// started after bursts: 0 for DefaultMaxReady, at most a quarter of
+// MaxTotalMemoryBytes at ~64 MiB each), MemoryLimitBytes, MaxProcesses,
 // MaxFileSizeBytes, MaxDataDirBytes, MaxDataDirEntries, CPUs (one
 // sandbox's CPU quota in cores, default 1), MaxTotalMemoryBytes and
 // MaxTotalDiskBytes (pool-wide budgets of what the sandboxes use together,
@@ -20,6 +23,11 @@ import "github.com/azsessions/azsessions/internal/sandbox"
 // (modules every kernel imports in the background; nil for the default,
 // numpy) and Logger. The zero value is usable.
 type SandboxOptions = sandbox.Options
+
+// DefaultMaxReady is the SandboxOptions.MaxReady of 0: after bursts of new
+// sessions, at most 32 sandboxes are kept started (and at most a quarter of
+// MaxTotalMemoryBytes at ~64 MiB each).
+const DefaultMaxReady = sandbox.DefaultMaxReady
 
 // Sandbox modes of SandboxOptions.Mode.
 const (

@@ -44,7 +44,12 @@
 //	-sandbox-user         unprivileged host account sandboxes run as when the
 //	                      emulator runs as root (default nobody; never root)
 //	-data-dir             directory for the sessions' data (default: a temporary one)
-//	-ready                interpreters kept started (default 2)
+//	-ready                interpreters kept started (default 2); after a burst of N
+//	                      new sessions that they could not serve, N are kept
+//	                      started (up to -max-ready) and fall back by one a minute
+//	-max-ready            most interpreters kept started after bursts (default 32,
+//	                      at most a quarter of -max-memory at ~64 MiB each, at most
+//	                      -max-sessions; -max-ready equal to -ready: no growth)
 //	-preload              modules each interpreter imports in the background,
 //	                      e.g. numpy,pandas,matplotlib, or none (default numpy)
 //	-require-token        answer 401 without "Authorization: Bearer ...";
@@ -113,7 +118,7 @@ type config struct {
 	node                                                      string // -node
 	preload                                                   []string
 	cooldown, maxExecutionTime                                time.Duration
-	maxSessions, outputStreamsMaxLength, ready                int
+	maxSessions, outputStreamsMaxLength, ready, maxReady      int
 	maxUploadBytes, memoryLimit, maxMemory, maxDisk           byteSize
 	cpus                                                      float64
 	sandboxUser                                               string
@@ -148,7 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&c.maxDisk, "max-disk", "disk all sandboxes' /mnt/data use together, as measured; past it a session that writes more is stopped and new sessions get 404 (default: half of the free space of -data-dir)")
 	fs.StringVar(&c.sandboxUser, "sandbox-user", "", "unprivileged host `account` (name, uid or uid:gid) that sandboxes run as when the emulator runs as root (default nobody; root is refused)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")
-	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast (more, up to 4×, while sessions arrive faster than they start)")
+	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast; after a burst of N new sessions that they could not serve, N are kept started (up to -max-ready) and fall back by one a minute without such bursts")
+	fs.IntVar(&c.maxReady, "max-ready", 0, fmt.Sprintf("most interpreters kept started after bursts of new sessions (default, or 0: %d), at most a quarter of -max-memory at ~64 MiB each (128 MiB on gvisor) and at most -max-sessions; equal to -ready, the number kept started never grows", emulator.DefaultMaxReady))
 	fs.Func("preload", "comma-separated `modules` every interpreter imports in the background once started, e.g. numpy,pandas,matplotlib (matplotlib means matplotlib.pyplot); none for nothing (default numpy: more is faster on first use, ~25 MiB more per interpreter for each of pandas and matplotlib)", func(v string) error {
 		c.preload = parsePreload(v)
 		return nil
@@ -214,6 +220,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.ready < 0 {
 		return c, errors.New("-ready must not be negative")
+	}
+	if c.maxReady < 0 {
+		return c, errors.New("-max-ready must not be negative")
 	}
 	if c.maxSessions < 0 {
 		return c, errors.New("-max-sessions must not be negative")
@@ -284,7 +293,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 		runtime = emulator.SandboxRuntimeNode
 	}
 	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{
-		Python: c.python, Runtime: runtime, Node: c.node, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready,
+		Python: c.python, Runtime: runtime, Node: c.node, Mode: c.sandbox, DataDir: c.dataDir, Ready: c.ready, MaxReady: readyCap(c),
 		MemoryLimitBytes: int64(c.memoryLimit), Preload: c.preload, Logger: log,
 		CPUs: c.cpus, MaxTotalMemoryBytes: int64(c.maxMemory), MaxTotalDiskBytes: int64(c.maxDisk), SandboxUser: c.sandboxUser,
 	})
@@ -363,6 +372,20 @@ func maxSessions(flagValue int, ex emulator.Executor) int {
 	n := emulator.DefaultMaxSessions
 	if c, ok := ex.(interface{ Capacity() int }); ok && c.Capacity() > 0 {
 		n = min(n, c.Capacity())
+	}
+	return n
+}
+
+// readyCap is SandboxOptions.MaxReady: -max-ready (0: the executor's
+// default), at most -max-sessions when it is set, since more ready sandboxes
+// than sessions can never be used.
+func readyCap(c config) int {
+	n := c.maxReady
+	if n == 0 {
+		n = emulator.DefaultMaxReady
+	}
+	if c.maxSessions > 0 {
+		n = min(n, c.maxSessions)
 	}
 	return n
 }

@@ -93,6 +93,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-tls-cert", "x.pem"}, "go together", nil},
 		{[]string{"-max-upload-bytes", "lots"}, "invalid size", nil},
 		{[]string{"-ready", "-1"}, "negative", nil},
+		{[]string{"-max-ready", "-1"}, "negative", nil},
+		{[]string{"-max-ready", "8", "-ready", "3"}, "", func(t *testing.T, c config) {
+			require.Equal(t, 8, c.maxReady)
+			require.Equal(t, 3, c.ready)
+		}},
 		// The output cap's name and its deprecated former name.
 		{[]string{"-output-streams-max-length", "100"}, "", func(t *testing.T, c config) { require.Equal(t, 100, c.outputStreamsMaxLength) }},
 		{[]string{"-output-max-length", "200"}, "", func(t *testing.T, c config) {
@@ -335,6 +340,27 @@ func TestMaxSessionsDefault(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, maxSessions(tt.flag, tt.ex))
+		})
+	}
+}
+
+// TestReadyCap: -max-ready (its default when 0) is the executor's
+// MaxReady, at most -max-sessions when that is set.
+func TestReadyCap(t *testing.T) {
+	tests := []struct {
+		name                  string
+		maxReady, maxSessions int
+		want                  int
+	}{
+		{"default", 0, 0, emulator.DefaultMaxReady},
+		{"explicit", 10, 0, 10},
+		{"at most -max-sessions", 0, 7, 7},
+		{"explicit, at most -max-sessions", 10, 7, 7},
+		{"explicit under -max-sessions", 5, 7, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, readyCap(config{maxReady: tt.maxReady, maxSessions: tt.maxSessions}))
 		})
 	}
 }

@@ -14,3 +14,12 @@ func (e *Executor) ReadyKernels() int {
 	}
 	return n
 }
+
+// ReadyTarget is the number of ready kernels the pool keeps now: Options.Ready,
+// or more after a burst of demand, up to ReadyCap (for benchmarks and health
+// checks: the ready list is refilled when ReadyKernels reaches it).
+func (e *Executor) ReadyTarget() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.target
+}

@@ -82,6 +82,29 @@
 // data directory as its working directory; /mnt/data does not exist there
 // and nothing else is isolated.
 //
+// # Ready kernels
+//
+// The executor keeps Options.Ready kernels started (default 2), so that
+// NewKernel is fast. Kernels start at most one per CPU at a time, for the
+// NewKernel calls waiting for one first (oldest first), then to refill the
+// ready list. After a burst of N NewKernel calls that the ready list could
+// not serve (one had to wait for a start; the burst lasts until the ready
+// list is full again), the pool keeps N ready, so that the next burst of N
+// is served from the ready list; it keeps them while bursts go on needing
+// more than Ready kernels and falls back toward Ready by one a minute
+// without them. N is capped (Executor.ReadyCap): at Options.MaxReady
+// (DefaultMaxReady, 32), at a quarter of MaxTotalMemoryBytes at ~64 MiB per
+// ready kernel (128 MiB on gVisor) and at Capacity. Ready kernels count
+// against the pool-wide limits below like sessions, every refill start
+// needs room in them, and a new session takes a ready kernel first. The
+// background preload of a kernel handed to a session (numpy: ~0.1 s of CPU)
+// runs beside the starts of the rest of a burst; it is not deferred: the
+// driver begins it on its own once it can run cells, deferring it would
+// need a message in the driver's protocol and lengthen the time its
+// address-space limit is looser (see Limits), and each sandbox is its own
+// CPU cgroup, so lowering the preload's priority (nice) would not make the
+// starts win.
+//
 // # Limits
 //
 // Every kernel runs the embedded driver (driver.py), which lowers its own
@@ -246,6 +269,9 @@ const (
 	DefaultMaxDataDirEntries = 100_000
 	// DefaultCPUs is one sandbox's CPU quota, in cores.
 	DefaultCPUs = 1.0
+	// DefaultMaxReady is the MaxReady of 0: how many ready kernels demand
+	// may raise the pool to (see Options.MaxReady).
+	DefaultMaxReady = 32
 )
 
 // DefaultPreload is the Preload of a nil Options.Preload: numpy, which keeps
@@ -334,11 +360,20 @@ type Options struct {
 	DataDir string
 	// Ready is the number of kernels kept started in the background so that
 	// NewKernel is fast: 0 means none (every NewKernel waits for a start,
-	// ~0.15 s), a negative value means DefaultReady (2). Under concurrent
-	// demand the pool keeps more, up to 4 × Ready, and falls back to Ready
-	// after a minute without it; kernels start at most one per CPU at a
-	// time, the oldest waiting NewKernel first.
+	// ~0.5 s), a negative value means DefaultReady (2). After a burst of N
+	// new kernels that Ready could not serve, the pool keeps N ready (up to
+	// the ready cap, see MaxReady), so that the next burst of N is served
+	// from the ready list, and falls back toward Ready by one a minute
+	// without such demand; kernels start at most one per CPU at a time, the
+	// oldest waiting NewKernel first. See the package documentation.
 	Ready int
+	// MaxReady bounds how many ready kernels the pool keeps when demand
+	// raises its target above Ready: 0 means DefaultMaxReady (32). The
+	// bound in force (ReadyCap) is also at most a quarter of
+	// MaxTotalMemoryBytes at ~64 MiB per ready kernel (128 MiB on gVisor)
+	// and at most Capacity, and never below Ready. Set it to Ready to keep
+	// the ready list at Ready.
+	MaxReady int
 	// MemoryLimitBytes bounds one kernel's memory (default 1 GiB).
 	MemoryLimitBytes int64
 	// MaxProcesses bounds one kernel's processes and threads (default 64).
@@ -473,10 +508,17 @@ type Executor struct {
 	waiters []chan startResult
 	handed  int // kernels handed to a waiter, not yet in kernels
 	// target is the number of ready kernels the pool keeps: Options.Ready,
-	// raised by concurrent demand up to maxReady and lowered again after
-	// readyDecay without it (see miss and decay).
-	target    int
-	maxReady  int
+	// raised to the demand of a burst up to maxReady (the ready cap) and
+	// lowered again by one per readyDecay without such demand (see
+	// missLocked and decayLocked).
+	target   int
+	maxReady int
+	// demand counts the NewKernel calls since the pool was last at rest
+	// (its ready list at target, no call waiting): the size of the burst
+	// under way.
+	demand int
+	// lastMiss is when demand last needed more than Options.Ready kernels
+	// (a call waited for a start, or took a ready kernel beyond Ready's).
 	lastMiss  time.Time
 	failUntil time.Time // after a failed start, no refill before then
 	fontCache bool      // matplotlib's font cache was built (or failed to)
@@ -689,7 +731,7 @@ func New(opts Options) (*Executor, error) {
 	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "interpreter", e.info.Interpreter, "version", cmp.Or(e.info.PythonVersion, e.info.NodeVersion),
 		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base, "sandbox_user", user,
 		"capacity", e.capacity, "max_total_memory", e.opts.MaxTotalMemoryBytes, "max_total_disk", e.opts.MaxTotalDiskBytes)
-	e.target, e.maxReady, e.slots = opts.Ready, readyGrowth*opts.Ready, startSlots()
+	e.target, e.maxReady, e.slots = opts.Ready, e.readyCap(), startSlots()
 	e.poolWG.Add(1)
 	go e.pool()
 	return e, nil
@@ -949,17 +991,36 @@ func (e *Executor) BaseDir() string { return e.base }
 // in arrival order, each as soon as the CPUs can start it, instead of all of
 // them sharing the CPUs and finishing together at the end.
 //
-// The ready list adapts to demand within the pool-wide limits: each NewKernel
-// that has to wait while another already waits (concurrent demand beyond the
-// ready list) raises the target by one, up to readyGrowth × Options.Ready;
-// after readyDecay without such a wait it falls back by one per readyDecay,
-// down to Options.Ready, closing a surplus ready kernel each time. Ready
-// kernels count against MaxTotalMemoryBytes and MaxTotalDiskBytes like
-// sessions, so a larger ready list never takes a session's room: a new
-// session takes a ready kernel first.
+// The ready list adapts to the bursts seen, within the pool-wide limits. A
+// burst is the NewKernel calls from the moment the pool leaves rest (its
+// ready list at target, no call waiting) until it is back at rest, i.e.
+// until the ready list has been refilled (demand). When one of them has to
+// wait for a start, the ready list was too short for the burst: the target
+// becomes the burst's size so far, up to the ready cap (maxReady), so that
+// the next burst of that size is served from the ready list. The target then
+// holds while bursts keep needing more than Options.Ready kernels (a wait, or
+// a ready kernel taken beyond Ready's), and after readyDecay without one it
+// falls back by one per readyDecay, down to Options.Ready, closing a surplus
+// ready kernel each time (linear: a test suite whose bursts come every few
+// minutes keeps most of its ready list between them).
+//
+// The ready cap (readyCap) is Options.MaxReady (DefaultMaxReady, 32: a
+// burst of 32 on bwrap is ~16 s of starts on two cores, and 32 idle ready
+// kernels hold ~1.7 GiB), at most a quarter of MaxTotalMemoryBytes at
+// readyMem per ready kernel (idle ready kernels never hold more than a
+// quarter of the sandboxes' memory budget: the cgroup OOM-kills a session's
+// process when the sandboxes together pass it) and at most Capacity (when
+// kernels are counted at their memory limit), never below Options.Ready.
+// Within it, every refill start still needs room in the pool-wide limits
+// (reserveLocked: memory and tasks in use, disk, Capacity), and ready
+// kernels count against them like sessions; a larger ready list never takes
+// a session's room, since a new session takes a ready kernel first and
+// sessions waiting for a start come before the refill.
 const (
-	readyGrowth = 4
-	readyDecay  = time.Minute
+	readyDecay = time.Minute
+	// readyMemShare: ready kernels beyond Options.Ready hold at most
+	// 1/readyMemShare of MaxTotalMemoryBytes.
+	readyMemShare = 4
 )
 
 // startResult is a started kernel (or why it did not start) handed to a
@@ -999,6 +1060,7 @@ func (e *Executor) pool() {
 			go e.startOne()
 		}
 		surplus := e.decayLocked(time.Now())
+		e.restLocked()
 		var wait <-chan time.Time
 		if len(e.waiters) == 0 && time.Now().Before(e.failUntil) {
 			wait = time.After(time.Until(e.failUntil))
@@ -1137,15 +1199,73 @@ func (e *Executor) handLocked(p *proc) {
 	w <- startResult{p: p}
 }
 
-// missLocked records that a NewKernel has to wait for a kernel: the ready
-// list grows when another already waits (see readyGrowth). e.mu must be held.
+// missLocked records that a NewKernel (admitted) has to wait for a kernel: the ready
+// list was too short for the burst under way, whose size (demand) becomes
+// the target, up to the ready cap. With Options.Ready 0 the pool keeps no
+// ready kernel at all. e.mu must be held.
 func (e *Executor) missLocked() {
-	if len(e.waiters) < 2 || e.opts.Ready == 0 {
+	e.demand++
+	if e.opts.Ready == 0 {
 		return
 	}
 	e.lastMiss = time.Now()
-	e.target = min(e.target+1, e.maxReady)
+	e.target = max(e.target, min(e.demand, e.maxReady))
 }
+
+// hitLocked records that a NewKernel took a ready kernel: when the burst
+// under way needs more than Options.Ready kernels, the raised target is in
+// use and does not decay. e.mu must be held.
+func (e *Executor) hitLocked() {
+	e.demand++
+	if e.demand > e.opts.Ready {
+		e.lastMiss = time.Now()
+	}
+}
+
+// restLocked ends the burst under way when the pool is at rest: its ready
+// list at target and no call waiting. e.mu must be held.
+func (e *Executor) restLocked() {
+	if len(e.waiters) == 0 && len(e.ready) >= e.target {
+		e.demand = 0
+	}
+}
+
+// readyMem is what readyCap counts per ready kernel: about a ready kernel's
+// memory charge (~55 MiB on bwrap with numpy preloaded, ~150 MiB with
+// gVisor's Sentry and Gofer; see memReserve).
+func (e *Executor) readyMem() int64 {
+	if e.opts.Mode == ModeGvisor {
+		return gvisorMemReserve
+	}
+	return memReserve
+}
+
+// readyCap is the most ready kernels demand may raise the target to:
+// Options.MaxReady (DefaultMaxReady when 0), at most a quarter of
+// MaxTotalMemoryBytes at readyMem each and at most Capacity, never below
+// Options.Ready (which the pool keeps in any case, within the pool-wide
+// limits). It needs the budgets and capacity set.
+func (e *Executor) readyCap() int {
+	o := &e.opts
+	if o.Ready == 0 {
+		return 0
+	}
+	n := o.MaxReady
+	if n <= 0 {
+		n = DefaultMaxReady
+	}
+	if o.MaxTotalMemoryBytes > 0 {
+		n = min(n, int(min(o.MaxTotalMemoryBytes/readyMemShare/e.readyMem(), math.MaxInt32)))
+	}
+	if e.capacity >= 0 {
+		n = min(n, e.capacity)
+	}
+	return max(n, o.Ready)
+}
+
+// ReadyCap is the most ready kernels the pool keeps when bursts of demand
+// raise its target (see Options.MaxReady).
+func (e *Executor) ReadyCap() int { return e.maxReady }
 
 // decayLocked lowers the ready target by one once readyDecay passed without
 // concurrent demand, and returns the ready kernels over it (to be closed by
@@ -1204,6 +1324,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		}
 	}
 	if p != nil {
+		e.hitLocked()
 		k := e.adoptLocked(p)
 		e.mu.Unlock()
 		e.wake() // refill
