@@ -1018,8 +1018,9 @@ func (e *Executor) BaseDir() string { return e.base }
 // sessions waiting for a start come before the refill.
 const (
 	readyDecay = time.Minute
-	// readyMemShare: ready kernels beyond Options.Ready hold at most
-	// 1/readyMemShare of MaxTotalMemoryBytes.
+	// readyMemShare: demand raises the ready list to at most
+	// 1/readyMemShare of MaxTotalMemoryBytes at readyMem per kernel (the
+	// Options.Ready kernels are kept in any case).
 	readyMemShare = 4
 )
 
@@ -1199,10 +1200,10 @@ func (e *Executor) handLocked(p *proc) {
 	w <- startResult{p: p}
 }
 
-// missLocked records that a NewKernel (admitted) has to wait for a kernel: the ready
-// list was too short for the burst under way, whose size (demand) becomes
-// the target, up to the ready cap. With Options.Ready 0 the pool keeps no
-// ready kernel at all. e.mu must be held.
+// missLocked records that an admitted NewKernel has to wait for a kernel:
+// the ready list was too short for the burst under way, whose size (demand)
+// becomes the target, up to the ready cap. With Options.Ready 0 the pool
+// keeps no ready kernel at all. e.mu must be held.
 func (e *Executor) missLocked() {
 	e.demand++
 	if e.opts.Ready == 0 {
