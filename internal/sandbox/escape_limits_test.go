@@ -44,7 +44,10 @@ func TestEscapeBackgroundCPU(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		opts.CPUs, opts.Ready, opts.noPreload = 0.25, 0, true
+		// The stdlib runner and forked spinners: the kernel and the
+		// spinners start quickly (at a quarter of a core, a Python start
+		// under gVisor takes seconds).
+		opts.CPUs, opts.Ready, opts.noPreload, opts.noIPython = 0.25, 0, true, true
 		e, err := newExecutor(opts)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
@@ -53,7 +56,7 @@ func TestEscapeBackgroundCPU(t *testing.T) {
 		}
 		require.Contains(t, e.Limits(), "cpu")
 		k := newKernel(t, e)
-		requireOK(t, k, "import subprocess, sys\nspin = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(4)]")
+		requireOK(t, k, "import os\nfor _ in range(4):\n    if os.fork() == 0:\n        while True:\n            pass")
 		p, err := k.current()
 		require.NoError(t, err)
 		throttled := func() int64 {
@@ -406,7 +409,7 @@ const helperEnv = "AZSESSIONS_SANDBOX_TEST_HELPER"
 // executor on $AZSESSIONS_SANDBOX_TEST_DATA with one kernel; it prints its
 // directory and cgroups, then waits for stdin to close (or to be killed).
 func runHelperExecutor() int {
-	e, err := New(Options{Mode: os.Getenv(helperEnv + "_MODE"), DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 1, noPreload: true})
+	e, err := New(Options{Mode: os.Getenv(helperEnv + "_MODE"), DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 0, noPreload: true})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
