@@ -1,6 +1,6 @@
 # azsessions: the two commands of the README.
 #   make demo   installs what the emulator needs (Debian/Ubuntu) and runs the quickstart
-#   make test   installs the same and runs every module's tests (-race, go vet)
+#   make test   installs the same and runs every module's tests (-race, all go vet checks)
 GO ?= go
 # Modules of the repository (see go.work).
 MODULES := . ./cmd/azsessions-mcp ./examples/agent ./adapters/openai ./adapters/anthropic ./adapters/langchaingo
@@ -15,14 +15,18 @@ demo: deps
 	$(GO) run ./examples/quickstart
 
 # One go test over every module of go.work: the packages of all modules are
-# scheduled together, so the adapters and the MCP server build and test while
-# the long sandbox package runs.
-test: deps vet
-	@echo "== go test -race $(MODULES)"
-	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -count=1 -timeout 20m $(addsuffix /...,$(MODULES))
-	$(MAKE) test-inspector
+# scheduled together, so the adapters and the MCP server (with the README's MCP
+# Inspector commands, TestInspectorCLI) build and test while the long sandbox
+# package runs. -vet=all runs every go vet check on each package as part of the
+# same race build (a separate `go vet` would compile every dependency a second
+# time without -race). The benchmarks then run once from the test binaries
+# already built (-race too, so nothing is compiled again): they prove the
+# benchmarks still work, their figures mean nothing (see BENCHMARKS.md).
+test: deps
+	@echo "== go test -race -vet=all $(MODULES)"
+	AZSESSIONS_REQUIRE_SANDBOX=1 AZSESSIONS_TEST_INSPECTOR=1 $(GO) test -race -vet=all -count=1 -timeout 20m $(addsuffix /...,$(MODULES))
 	@echo "== benchmarks compile and run once (-short: the default preload only, bwrap only)"
-	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -short -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -short -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
 
 # test-inspector runs the README's `npx @modelcontextprotocol/inspector --cli`
 # commands against the built azsessions-mcp (skipped when npx is missing; the
