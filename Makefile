@@ -9,7 +9,7 @@ DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pand
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCHTIME ?= 1x
 
-.PHONY: demo test test-inspector deps lint vet bench bench-short emulator
+.PHONY: demo test test-inspector deps lint vet bench bench-smoke emulator
 
 demo: deps
 	$(GO) run ./examples/quickstart
@@ -19,13 +19,17 @@ demo: deps
 # Inspector commands, TestInspectorCLI) build and test while the long sandbox
 # package runs. -vet=all runs every go vet check on each package as part of the
 # same race build (a separate `go vet` would compile every dependency a second
-# time without -race). The benchmarks then run once from the test binaries
-# already built (-race too, so nothing is compiled again): they prove the
-# benchmarks still work, their figures mean nothing (see BENCHMARKS.md).
+# time without -race).
 test: deps
 	@echo "== go test -race -vet=all $(MODULES)"
 	AZSESSIONS_REQUIRE_SANDBOX=1 AZSESSIONS_TEST_INSPECTOR=1 $(GO) test -race -vet=all -count=1 -timeout 20m $(addsuffix /...,$(MODULES))
-	@echo "== benchmarks compile and run once (-short: the default preload only, bwrap only)"
+
+# bench-smoke runs every benchmark once (-short: the default preload set, bwrap
+# only) from the race test binaries `make test` built, so nothing is compiled
+# again: it proves the benchmarks still work, their figures mean nothing (see
+# BENCHMARKS.md and `make bench`). CI (.ci/run) runs it after `make test`.
+bench-smoke:
+	@echo "== benchmarks run once (-short: the default preload only, bwrap only)"
 	AZSESSIONS_REQUIRE_SANDBOX=1 $(GO) test -race -short -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
 
 # test-inspector runs the README's `npx @modelcontextprotocol/inspector --cli`
