@@ -858,6 +858,11 @@ type Kernel struct {
 	stopWatch chan struct{} // closed by Close: the watcher returns
 	watchWG   sync.WaitGroup
 
+	// killGrace, when set, replaces Options.killGrace for this kernel
+	// (tests that wait for a kill after the grace shorten it; set before
+	// the first Execute).
+	killGrace time.Duration
+
 	// diskBytes and diskEntries are the data directory's last measurement,
 	// counted in the executor's pool-wide totals (guarded by e.mu; see
 	// Executor.accountDisk).
@@ -898,6 +903,16 @@ const (
 // watchIdleMax.
 func nextWatchInterval(last time.Duration) time.Duration {
 	return min(max(watchIdleShare*last, watchIdleInterval), watchIdleMax)
+}
+
+// grace is how long Execute waits for the kernel to answer after its
+// timeout or a cancellation before it kills it: Options.killGrace, unless
+// a test set the kernel's own.
+func (k *Kernel) grace() time.Duration {
+	if k.killGrace > 0 {
+		return k.killGrace
+	}
+	return k.e.opts.killGrace
 }
 
 // startWatch starts the watcher that stops the kernel when its data directory
@@ -1279,7 +1294,7 @@ func (x *execution) dispatch() (id int, replyDone func()) {
 	replyDone = p.awaitReply()
 	p.nextID++
 	id = p.nextID
-	far := time.Now().Add(req.Timeout + x.k.e.opts.killGrace + time.Minute)
+	far := time.Now().Add(req.Timeout + x.k.grace() + time.Minute)
 	msg := map[string]any{"op": "exec", "id": id, "code": req.Code,
 		"timeout": req.Timeout.Seconds(), "nonce": string(nonce)}
 	if req.Shell != nil {
@@ -1296,7 +1311,7 @@ func (x *execution) dispatch() (id int, replyDone func()) {
 // the grace period), the cancellation of ctx (an interrupt, then a kill
 // after the grace period) and the data directory's limits.
 func (x *execution) wait(ctx context.Context, id int) (kernel.Result, error) {
-	p, grace := x.p, x.k.e.opts.killGrace
+	p, grace := x.p, x.k.grace()
 	var timeoutC, cancelC <-chan time.Time
 	if x.req.Timeout > 0 {
 		t := time.NewTimer(x.req.Timeout + grace)

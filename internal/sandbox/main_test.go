@@ -74,9 +74,14 @@ const (
 	testProcesses = 64
 	// testGrace is generous: on a loaded machine a starved driver can take
 	// seconds to answer an interrupt, and tests that expect the driver to
-	// stop a cell itself must not see it killed. Only tests of a kernel
-	// that ignores interrupts wait for it in full.
+	// stop a cell itself must not see it killed. Tests of a kernel that
+	// ignores interrupts set shortGrace on their kernel instead.
 	testGrace = 10 * time.Second
+	// shortGrace is the kill grace of the kernels of tests that wait for a
+	// kill after the grace (a cell that ignores interrupts; the grace
+	// itself is not what they test): Kernel.killGrace, long enough for a
+	// loaded machine to run the cell's first lines before the kill.
+	shortGrace = 2 * time.Second
 )
 
 // testCPUs is the CPU quota of the shared executors' kernels.

@@ -207,6 +207,7 @@ func TestNodeKernelRestarts(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, true)
 	k := newKernel(t, sharedNode(t, nodeOptions(ModeBwrap)))
+	k.killGrace = shortGrace // no interrupt stops the loop: it is killed after the grace
 	res := runJS(t, k, "require('fs').writeFileSync('kept', 'yes'); await null; while (true) {}", time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
 	require.True(t, res.TimedOut)

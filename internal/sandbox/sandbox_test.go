@@ -224,6 +224,7 @@ func TestTimeoutInterruptsCell(t *testing.T) {
 func TestIgnoredInterruptKillsAndRestarts(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, shared(t))
+	k.killGrace = shortGrace // the cell ignores the interrupt: it is killed after the grace
 	requireOK(t, k, "open('/mnt/data/keep.txt', 'w').write('kept')\nvariable = 1")
 	code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nprint('stubborn', flush=True)\nwhile True:\n    pass"
 	res := runT(t, k, code, time.Second)
