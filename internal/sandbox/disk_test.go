@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,19 @@ import (
 	"github.com/azsessions/azsessions/internal/kernel"
 )
 
-// diskExecutor is an executor with small data directory limits.
+// diskExecutor is an executor with small data directory limits, of the
+// test's backend (see contractMode), without preload or ready kernels:
+// opts sets only the data directory's limits (MaxDataDirBytes,
+// MaxFileSizeBytes, MaxDataDirEntries, maxWalkDepth), maxFigureBytes and
+// idleScanEvery. Tests asking for the same ones share one executor (closed
+// in TestMain): each start of an executor is a sandbox start (its self
+// test), several seconds of CPU under gVisor.
 func diskExecutor(t *testing.T, opts Options) *Executor {
 	t.Helper()
+	rest := opts
+	rest.MaxDataDirBytes, rest.MaxFileSizeBytes, rest.MaxDataDirEntries, rest.maxWalkDepth = 0, 0, 0, 0
+	rest.maxFigureBytes, rest.idleScanEvery = 0, 0
+	require.True(t, reflect.ValueOf(rest).IsZero(), "diskExecutor: opts sets more than the data directory limits")
 	opts.Mode = contractMode(t)
 	if opts.Mode == ModeGvisor {
 		requireGvisor(t)
@@ -25,18 +36,31 @@ func diskExecutor(t *testing.T, opts Options) *Executor {
 		requireSandbox(t, true)
 	}
 	opts.noPreload = true
-	e, err := newExecutor(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	return e
+	variant := fmt.Sprintf("disk %d %d %d %d %d %s", opts.MaxDataDirBytes, opts.MaxFileSizeBytes,
+		opts.MaxDataDirEntries, opts.maxWalkDepth, opts.maxFigureBytes, opts.idleScanEvery)
+	return sharedVariant(t, variant, opts)
 }
+
+// smallDisk are the data directory limits most disk tests share (one
+// diskExecutor per backend): 4 MiB, files of at most 1 MiB, 100 entries,
+// trees walked 64 levels deep. The properties do not depend on the sizes;
+// small ones keep the bytes each test writes (and each mkdir, a round trip
+// to the Gofer under gVisor) few.
+func smallDisk() Options {
+	return Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 1 << 20, MaxDataDirEntries: 100, maxWalkDepth: smallWalkDepth}
+}
+
+// smallWalkDepth is smallDisk's walk bound: 64 levels instead of 4,096
+// (see TestDataDirUnmeasurableFailsClosed), deeper than TestDeepTreeIsMeasured's
+// 25.
+const smallWalkDepth = 64
 
 // TestFallocateCannotReserveDisk: fallocate(FALLOC_FL_KEEP_SIZE) would
 // reserve blocks past RLIMIT_FSIZE with a file size of 0; the sandbox refuses
 // fallocate, and what was reserved anyway would count.
 func TestFallocateCannotReserveDisk(t *testing.T) {
 	t.Parallel()
-	e := diskExecutor(t, Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 1 << 20})
+	e := diskExecutor(t, smallDisk())
 	k := newKernel(t, e)
 	res := run(t, k, `import ctypes, ctypes.util, os
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -65,9 +89,10 @@ os.close(fd)`)
 // TestDeepTreeIsMeasured: files at paths longer than PATH_MAX count.
 func TestDeepTreeIsMeasured(t *testing.T) {
 	t.Parallel()
-	e := diskExecutor(t, Options{MaxDataDirBytes: 4 << 20, MaxFileSizeBytes: 2 << 20})
+	e := diskExecutor(t, smallDisk())
 	k := newKernel(t, e)
-	// 25 levels of 200-byte names: 5,025 bytes of path, past PATH_MAX (4,096).
+	// 25 levels of 200-byte names: 5,025 bytes of path, past PATH_MAX
+	// (4,096); five files of 1 MiB (RLIMIT_FSIZE) past the 4 MiB limit.
 	res := run(t, k, `import os
 for i in range(25):
     os.mkdir("d" * 200)
@@ -84,9 +109,9 @@ os.chdir("/mnt/data")`)
 // a cell past MaxDataDirEntries is stopped.
 func TestDataDirEntryLimit(t *testing.T) {
 	t.Parallel()
-	// A small limit: the property does not depend on its size, and every
-	// mkdir is a round trip to the Gofer under gVisor.
-	e := diskExecutor(t, Options{MaxDataDirEntries: 100})
+	// A small limit (smallDisk's 100): the property does not depend on its
+	// size, and every mkdir is a round trip to the Gofer under gVisor.
+	e := diskExecutor(t, smallDisk())
 	k := newKernel(t, e)
 	res := run(t, k, "import os\nfor i in range(150):\n    os.mkdir(f'/mnt/data/d{i}')")
 	require.Equal(t, kernel.Failed, res.Status)
@@ -105,7 +130,7 @@ func TestDataDirEntryLimit(t *testing.T) {
 	require.Contains(t, res.Stderr, "over the limit of 100")
 	u, err := diskUsage(k.DataDir(), 0)
 	require.NoError(t, err)
-	require.Less(t, u.entries, int64(150+300), "the kernel was not stopped")
+	require.Less(t, u.entries, int64(300), "the kernel was not stopped")
 	// Deleting makes room again.
 	cleanDataDir(t, k)
 	requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
@@ -115,10 +140,10 @@ func TestDataDirEntryLimit(t *testing.T) {
 // counts as over the limit.
 func TestDataDirUnmeasurableFailsClosed(t *testing.T) {
 	t.Parallel()
-	// A walk bound of 64 levels instead of 4,096: the same refusal, without
-	// building, walking and removing thousands of levels.
-	const depth = 64
-	e := diskExecutor(t, Options{maxWalkDepth: depth})
+	// A walk bound of 64 levels (smallDisk's) instead of 4,096: the same
+	// refusal, without building, walking and removing thousands of levels.
+	const depth = smallWalkDepth
+	e := diskExecutor(t, smallDisk())
 	k := newKernel(t, e)
 	requireOK(t, k, "import os\nos.makedirs('/mnt/data/a/b')")
 	// Make the walk fail the way a hostile tree would (more than 4096 levels

@@ -265,15 +265,18 @@ func TestFigureOverCap(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		capBytes int
+		capBytes int // 0: the shared executor's, maxFigureBytes
 		image    bool
 	}{
-		{name: "under the cap", capBytes: maxFigureBytes, image: true},
+		{name: "under the cap", image: true},
 		{name: "over the cap", capBytes: 1 << 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := diskExecutor(t, Options{maxFigureBytes: tc.capBytes})
+			e := shared(t)
+			if tc.capBytes != 0 {
+				e = diskExecutor(t, Options{maxFigureBytes: tc.capBytes})
+			}
 			k := newKernel(t, e)
 			res := runT(t, k, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.gcf()", 2*time.Minute)
 			require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)

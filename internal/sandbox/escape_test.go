@@ -184,10 +184,12 @@ func TestEscapeFileSize(t *testing.T) {
 }
 
 func TestDataDirQuota(t *testing.T) {
-	k := newKernel(t, shared(t))
+	opts := smallDisk() // files of 1 MiB (RLIMIT_FSIZE) past a 4 MiB limit
+	limit, file := opts.MaxDataDirBytes, opts.MaxFileSizeBytes
+	k := newKernel(t, diskExecutor(t, opts))
 	clean := "import os\nfor n in os.listdir('/mnt/data'):\n    os.remove('/mnt/data/' + n)"
-	// Quickly past the 40 MB limit: caught at the end of the cell at the latest.
-	res := run(t, k, "for i in range(9):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * (5 << 20))")
+	// Quickly past the limit: caught at the end of the cell at the latest.
+	res := run(t, k, fmt.Sprintf("for i in range(9):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * %d)", file))
 	require.Equal(t, kernel.Failed, res.Status)
 	require.Contains(t, res.Stderr, "over the limit")
 	// Over the limit, cells do not run (not even one that deletes): files
@@ -196,19 +198,19 @@ func TestDataDirQuota(t *testing.T) {
 	require.Equal(t, kernel.Failed, res.Status)
 	require.Contains(t, res.Stderr, "the code was not run")
 	cleanDataDir(t, k)
-	// Files of 5 MB, slowly, past the 40 MB limit: the kernel is stopped.
-	code := "import time\nfor i in range(20):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * (5 << 20))\n    time.sleep(0.2)"
+	// Files slowly past the limit: the kernel is stopped.
+	code := fmt.Sprintf("import time\nfor i in range(20):\n    open(f'/mnt/data/f{i}', 'wb').write(b'x' * %d)\n    time.sleep(0.2)", file)
 	res = runT(t, k, code, 60*time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
 	require.True(t, res.Restarted)
 	require.Contains(t, res.Stderr, "over the limit")
 	size := dirSize(k.DataDir())
-	t.Logf("data dir holds %d bytes (limit %d)", size, testDataDir)
+	t.Logf("data dir holds %d bytes (limit %d)", size, limit)
 	// The watcher polls every 300 ms, so how far past the limit the cell got
 	// depends on scheduling (a loaded CI machine lets a few more files
 	// through); what must hold is that it was stopped well before the end.
-	require.Less(t, size, int64(testDataDir+6*(5<<20)))
-	require.Less(t, size, int64(20*(5<<20)), "the kernel was not stopped")
+	require.Less(t, size, limit+6*file)
+	require.Less(t, size, 20*file, "the kernel was not stopped")
 	// Deleting files makes room again.
 	cleanDataDir(t, k)
 	requireOK(t, k, clean)

@@ -188,13 +188,21 @@ func newExecutor(opts Options) (*Executor, error) {
 	return New(opts)
 }
 
-// sharedKey names a shared executor: its backend and runtime.
-type sharedKey struct{ mode, runtime string }
+// sharedKey names a shared executor: its backend, runtime and variant
+// ("" for the executors of testOptions and nodeOptions; see diskExecutor).
+type sharedKey struct{ mode, runtime, variant string }
+
+// sharedExec is a shared executor, created once (by the first test that
+// asks for it: the others wait for that creation, not for other keys').
+type sharedExec struct {
+	once sync.Once
+	e    *Executor
+	err  error
+}
 
 var (
 	sharedMu    sync.Mutex
-	sharedExecs = map[sharedKey]*Executor{}
-	sharedErrs  = map[sharedKey]error{}
+	sharedExecs = map[sharedKey]*sharedExec{}
 )
 
 // shared returns the executor shared by the tests (closed in TestMain), of
@@ -225,30 +233,34 @@ func contractMode(t testing.TB) string {
 // the tests, created with opts on first use (closed in TestMain).
 func sharedFor(t testing.TB, opts Options) *Executor {
 	t.Helper()
-	key := sharedKey{opts.Mode, opts.Runtime}
+	return sharedVariant(t, "", opts)
+}
+
+// sharedVariant returns the executor of opts.Mode, opts.Runtime and
+// variant shared by the tests, created with opts on first use (closed in
+// TestMain). Callers with the same key pass the same opts.
+func sharedVariant(t testing.TB, variant string, opts Options) *Executor {
+	t.Helper()
+	key := sharedKey{opts.Mode, opts.Runtime, variant}
 	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	e, ok := sharedExecs[key]
+	s, ok := sharedExecs[key]
 	if !ok {
-		if err, failed := sharedErrs[key]; failed {
-			require.NoError(t, err)
-		}
-		var err error
-		e, err = newExecutor(opts)
-		if err != nil {
-			sharedErrs[key] = err
-			require.NoError(t, err)
-		}
-		sharedExecs[key] = e
+		s = &sharedExec{}
+		sharedExecs[key] = s
 	}
-	return e
+	sharedMu.Unlock()
+	s.once.Do(func() { s.e, s.err = newExecutor(opts) })
+	require.NoError(t, s.err)
+	return s.e
 }
 
 func closeShared() {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	for _, e := range sharedExecs {
-		_ = e.Close()
+	for _, s := range sharedExecs {
+		if s.e != nil {
+			_ = s.e.Close()
+		}
 	}
 }
 

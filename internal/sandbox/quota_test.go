@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,16 +43,18 @@ func TestBackgroundWriterIsStopped(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			const limit = 40 << 20
-			e := diskExecutor(t, Options{MaxDataDirBytes: limit, MaxFileSizeBytes: 8 << 20, idleScanEvery: tc.idleScanEvery})
+			opts := smallDisk() // files of 1 MiB past a 4 MiB limit
+			opts.idleScanEvery = tc.idleScanEvery
+			limit, file := opts.MaxDataDirBytes, opts.MaxFileSizeBytes
+			e := diskExecutor(t, opts)
 			k := newKernel(t, e)
-			requireOK(t, k, `import threading, time
+			requireOK(t, k, fmt.Sprintf(`import threading, time
 def w():
     for i in range(100):
         with open(f'/mnt/data/bg{i}', 'wb') as f:
-            f.write(b'x' * (4 << 20))
+            f.write(b'x' * %d)
         time.sleep(0.02)
-threading.Thread(target=w, daemon=True).start()`)
+threading.Thread(target=w, daemon=True).start()`, file))
 			p, err := k.current()
 			require.NoError(t, err)
 			// Until the idle watcher has stopped the kernel (and its writer).
@@ -63,7 +66,7 @@ threading.Thread(target=w, daemon=True).start()`)
 			}, 2*time.Minute, 20*time.Millisecond, "the idle watcher did not stop the kernel")
 			size := dirSize(k.DataDir())
 			t.Logf("data dir holds %d bytes (limit %d)", size, limit)
-			require.Less(t, size, int64(60*(4<<20)), "the background writer was not stopped")
+			require.Less(t, size, 60*file, "the background writer was not stopped")
 			res := run(t, k, "print('ran')")
 			t.Logf("stderr %q", res.Stderr)
 			require.Equal(t, kernel.Failed, res.Status)
@@ -82,7 +85,8 @@ threading.Thread(target=w, daemon=True).start()`)
 // take disk space that du does not see; they count.
 func TestUnlinkedOpenFilesCount(t *testing.T) {
 	t.Parallel()
-	e := diskExecutor(t, Options{MaxDataDirBytes: 40 << 20, MaxFileSizeBytes: 32 << 20})
+	// 15 files of 1 MiB (RLIMIT_FSIZE) past the 4 MiB limit.
+	e := diskExecutor(t, smallDisk())
 	k := newKernel(t, e)
 	res := runT(t, k, `import os
 fds = []
@@ -90,8 +94,7 @@ b = b'y' * (1 << 20)
 for i in range(15):
     fd = os.open('/mnt/data/u', os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
     os.unlink('/mnt/data/u')
-    for j in range(20):
-        os.write(fd, b)
+    os.write(fd, b)
     fds.append(fd)`, 60*time.Second)
 	t.Logf("status %s restarted %v stderr %q", res.Status, res.Restarted, res.Stderr)
 	require.Equal(t, kernel.Failed, res.Status)
@@ -103,8 +106,7 @@ fds = []
 b = b'y' * (1 << 20)
 for i in range(15):
     fd = os.open('/mnt/data', os.O_TMPFILE | os.O_WRONLY)
-    for j in range(20):
-        os.write(fd, b)
+    os.write(fd, b)
     fds.append(fd)`, 60*time.Second)
 	require.Equal(t, kernel.Failed, res.Status, res.Stderr)
 	if contractMode(t) == ModeGvisor {
@@ -220,22 +222,21 @@ func BenchmarkIdleMeasure(b *testing.B) {
 // TestUnlinkedMappedFilesCount (red team F1): a file written, mapped (one
 // page, through libc so that no descriptor stays open), closed and unlinked
 // keeps its blocks with neither a name nor a descriptor; it counts, so the
-// cell that holds three 20 MiB ones past a 40 MiB limit is stopped (without
+// cell that holds six 1 MiB ones past a 4 MiB limit is stopped (without
 // the count it passed, and 20 of 120 MiB held 2.5 GB past a 1 GiB limit).
 func TestUnlinkedMappedFilesCount(t *testing.T) {
 	t.Parallel()
-	e := diskExecutor(t, Options{MaxDataDirBytes: 40 << 20, MaxFileSizeBytes: 32 << 20})
+	e := diskExecutor(t, smallDisk())
 	k := newKernel(t, e)
 	res := runT(t, k, `import ctypes, os
 libc = ctypes.CDLL(None)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-buf = b'x' * (4 << 20)
-for i in range(3):
+buf = b'x' * (1 << 20)
+for i in range(6):
     p = '/mnt/data/.h%d' % i
     fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-    for _ in range(5):
-        os.write(fd, buf)
+    os.write(fd, buf)
     assert libc.mmap(None, 4096, 1, 1, fd, 0) not in (None, ctypes.c_void_p(-1).value)
     os.close(fd)
     os.unlink(p)
