@@ -47,7 +47,7 @@ func TestEscapeBackgroundCPU(t *testing.T) {
 		// The stdlib runner and forked spinners: the kernel and the
 		// spinners start quickly (at a quarter of a core, a Python start
 		// under gVisor takes seconds).
-		opts.CPUs, opts.Ready, opts.noPreload, opts.noIPython = 0.25, 0, true, true
+		opts.CPUs, opts.Ready, opts.noPreload, opts.noIPython, opts.noFontCache = 0.25, 0, true, true, true
 		e, err := newExecutor(opts)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, e.Close()) }()
@@ -144,7 +144,7 @@ func TestEscapePoolExhaustion(t *testing.T) {
 					requireRoot(t)
 				}
 				o := opts
-				o.Ready, o.noPreload, o.noCgroup = 1, true, tc.noCgroup
+				o.Ready, o.noPreload, o.noFontCache, o.noCgroup = 1, true, true, tc.noCgroup
 				o.MaxTotalMemoryBytes = tc.budget
 				e, err := newExecutor(o)
 				require.NoError(t, err)
@@ -244,7 +244,7 @@ func TestEscapePoolMemory(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		const hog = 200 << 20
 		o := opts
-		o.Ready, o.noPreload = 0, true
+		o.Ready, o.noPreload, o.noFontCache = 0, true, true
 		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 3<<27, 3<<27
 		e, err := newExecutor(o)
 		require.NoError(t, err)
@@ -304,7 +304,7 @@ func TestEscapePoolTasks(t *testing.T) {
 	requireSandbox(t, true)
 	const each = 40
 	o := testOptions(ModeBwrap)
-	o.Ready, o.noPreload = 0, true
+	o.Ready, o.noPreload, o.noFontCache = 0, true, true
 	o.maxTotalTasks = 60
 	e, err := newExecutor(o)
 	require.NoError(t, err)
@@ -353,7 +353,7 @@ func TestEscapePoolDisk(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		const file, files = 3 << 19, 5 // 7.5 MiB each, under the 10 MiB of one kernel
 		o := opts
-		o.Ready, o.noPreload = 0, true
+		o.Ready, o.noPreload, o.noFontCache = 0, true, true
 		o.MaxDataDirBytes, o.MaxFileSizeBytes = 10<<20, 2<<20
 		o.MaxTotalDiskBytes = 12 << 20 // 7.5 + 2 <= 12 < 2 × 7.5
 		e, err := newExecutor(o)
@@ -384,7 +384,7 @@ func TestEscapePoolDisk(t *testing.T) {
 func TestPoolDefaults(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, false)
-	e, err := newExecutor(Options{Mode: ModeNone, noPreload: true})
+	e, err := newExecutor(Options{Mode: ModeNone, noPreload: true, noFontCache: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	mem, err := hostMemoryBytes()
@@ -409,7 +409,7 @@ const helperEnv = "AZSESSIONS_SANDBOX_TEST_HELPER"
 // executor on $AZSESSIONS_SANDBOX_TEST_DATA with one kernel; it prints its
 // directory and cgroups, then waits for stdin to close (or to be killed).
 func runHelperExecutor() int {
-	e, err := New(Options{Mode: os.Getenv(helperEnv + "_MODE"), DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 0, noPreload: true})
+	e, err := New(Options{Mode: os.Getenv(helperEnv + "_MODE"), DataDir: os.Getenv(helperEnv + "_DATA"), Ready: 0, noPreload: true, noFontCache: true})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -514,7 +514,7 @@ func testLeftoversRemoved(t *testing.T, mode string) {
 	for _, cg := range dead.cgroups {
 		require.DirExists(t, cg)
 	}
-	e, err := New(Options{Mode: mode, DataDir: data, Ready: 0, noPreload: true})
+	e, err := New(Options{Mode: mode, DataDir: data, Ready: 0, noPreload: true, noFontCache: true})
 	unlock()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()

@@ -228,7 +228,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 
 func testCloseLeavesNothing(t *testing.T, mode string) {
 	base := testenv.DataDir(t)
-	e, err := newExecutor(Options{Mode: mode, DataDir: filepath.Join(base, "data"), Ready: 1, noPreload: true})
+	e, err := newExecutor(Options{Mode: mode, DataDir: filepath.Join(base, "data"), Ready: 1, noPreload: true, noFontCache: true})
 	require.NoError(t, err)
 	k := newKernel(t, e)
 	marker := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)

@@ -440,6 +440,10 @@ type Options struct {
 	noPreload bool
 	// noIPython makes the driver use its stdlib runner (tests).
 	noIPython bool
+	// noFontCache skips building matplotlib's font cache (tests whose
+	// kernels never import matplotlib: the build runs Python on the host
+	// for every executor).
+	noFontCache bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
 	// maxFigureBytes overrides the constant maxFigureBytes for the driver
@@ -898,7 +902,7 @@ func (e *Executor) prepareDirs() error {
 // buildFontCache lets matplotlib build its font cache once into the shared
 // read-only directory that every kernel copies at start.
 func (e *Executor) buildFontCache(ctx context.Context) {
-	if _, ok := e.info.Packages["matplotlib"]; !ok {
+	if _, ok := e.info.Packages["matplotlib"]; !ok || e.opts.noFontCache {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
