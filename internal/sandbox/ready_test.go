@@ -131,6 +131,27 @@ func TestReadyTargetHoldsWhileUsed(t *testing.T) {
 	}
 }
 
+// TestReadyNoDecayWhileRefilling: a raised target does not decay while the
+// ready list is still being refilled (the kernels being started could not
+// be used yet), however long ago the burst was; it decays readyDecay after
+// the refill ended.
+func TestReadyNoDecayWhileRefilling(t *testing.T) {
+	e := &Executor{opts: Options{Ready: 2, readyDecay: time.Minute}, target: 20, maxReady: 32}
+	now := time.Now()
+	e.lastMiss = now.Add(-time.Hour)
+	e.ready, e.starting = make([]*proc, 7), 2
+	for _, d := range []time.Duration{0, 2 * time.Minute, 4 * time.Minute} {
+		require.Empty(t, e.decayLocked(now.Add(d)), "decayed while refilling")
+		require.Equal(t, 20, e.target)
+	}
+	refilled := now.Add(4 * time.Minute)
+	e.ready, e.starting = make([]*proc, 20), 0
+	require.Empty(t, e.decayLocked(refilled.Add(30*time.Second)), "too early after the refill")
+	require.Equal(t, 20, e.target)
+	require.Len(t, e.decayLocked(refilled.Add(61*time.Second)), 1)
+	require.Equal(t, 19, e.target)
+}
+
 // gatedPool is an executor of plain processes (mode none) whose pool starts
 // can be held: while the gate is closed, every start waits before it begins,
 // so a test knows which NewKernel calls were served from the ready list.

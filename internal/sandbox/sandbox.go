@@ -522,7 +522,8 @@ type Executor struct {
 	// under way.
 	demand int
 	// lastMiss is when demand last needed more than Options.Ready kernels
-	// (a call waited for a start, or took a ready kernel beyond Ready's).
+	// (a call waited for a start, or took a ready kernel beyond Ready's), or
+	// the pool was last seen refilling the ready list (see decayLocked).
 	lastMiss  time.Time
 	failUntil time.Time // after a failed start, no refill before then
 	fontCache bool      // matplotlib's font cache was built (or failed to)
@@ -1006,7 +1007,8 @@ func (e *Executor) BaseDir() string { return e.base }
 // a ready kernel taken beyond Ready's), and after readyDecay without one it
 // falls back by one per readyDecay, down to Options.Ready, closing a surplus
 // ready kernel each time (linear: a test suite whose bursts come every few
-// minutes keeps most of its ready list between them).
+// minutes keeps most of its ready list between them). The decay counts from
+// the end of the refill, not from the burst.
 //
 // The ready cap (readyCap) is Options.MaxReady (DefaultMaxReady, 32: a
 // burst of 32 on bwrap is ~16 s of starts on two cores, and 32 idle ready
@@ -1273,10 +1275,20 @@ func (e *Executor) readyCap() int {
 func (e *Executor) ReadyCap() int { return e.maxReady }
 
 // decayLocked lowers the ready target by one once readyDecay passed without
-// concurrent demand, and returns the ready kernels over it (to be closed by
-// the caller). e.mu must be held.
+// demand beyond Options.Ready since the ready list was refilled, and returns
+// the ready kernels over it (to be closed by the caller). While the ready
+// list is still being refilled it does not decay: the kernels being started
+// have not had a chance to be used yet (a refill of 20 gVisor kernels takes
+// minutes on a busy host). e.mu must be held.
 func (e *Executor) decayLocked(now time.Time) []*proc {
-	if e.target <= e.opts.Ready || now.Sub(e.lastMiss) < e.opts.readyDecay {
+	if e.target <= e.opts.Ready {
+		return nil
+	}
+	if e.starting > 0 && len(e.ready) < e.target {
+		e.lastMiss = now // the decay counts from the refill's end
+		return nil
+	}
+	if now.Sub(e.lastMiss) < e.opts.readyDecay {
 		return nil
 	}
 	e.target--
