@@ -60,11 +60,16 @@ func TestEscapeOtherKernelAndBaseDir(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		e := sharedFor(t, opts)
-		k1, k2 := newKernel(t, e), newKernel(t, e)
-		requireOK(t, k2, "open('/mnt/data/secret.txt', 'w').write('k2 secret')")
-		require.FileExists(t, filepath.Join(k2.DataDir(), "secret.txt"))
+		// k2 is the shared probe kernel (one start less): a name of its own
+		// in its data directory, removed after, as in TestEscapeHostRoot.
+		// k1 is fresh: its /mnt/data is empty.
+		k1, k2 := newKernel(t, e), probeKernel(t, opts)
+		secret := filepath.Join(k2.DataDir(), "otherkernel-secret.txt")
+		defer os.Remove(secret)
+		requireOK(t, k2, "open('/mnt/data/otherkernel-secret.txt', 'w').write('k2 secret')")
+		require.FileExists(t, secret)
 		tests := []struct{ name, code string }{
-			{"other kernel by host path", fmt.Sprintf("open(%q).read()", filepath.Join(k2.DataDir(), "secret.txt"))},
+			{"other kernel by host path", fmt.Sprintf("open(%q).read()", secret)},
 			{"base dir", fmt.Sprintf("import os\nos.listdir(%q)", e.BaseDir())},
 			{"parent of data", "import os\nos.listdir('/mnt/data/..' + '/../' + %q)"},
 			{"proc of the host", fmt.Sprintf("open('/proc/%d/environ').read()", os.Getpid())},
