@@ -238,7 +238,9 @@ func TestDisplayOutputs(t *testing.T) {
 func TestDriverOutputPerBackend(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		k := newKernel(t, sharedFor(t, opts))
+		// The shared probe kernel: the cells only read, and the timed-out
+		// one is stopped by the driver (no kill, nothing left).
+		k := probeKernel(t, opts)
 		if k.Runner() != "ipython" {
 			requireOrSkip(t, "IPython in the sandbox's Python")
 		}
