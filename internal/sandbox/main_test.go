@@ -249,6 +249,13 @@ func sharedVariant(t testing.TB, variant string, opts Options) *Executor {
 		sharedExecs[key] = s
 	}
 	sharedMu.Unlock()
+	if opts.MaxReady == 0 {
+		// Ready kernels, never more: the tests' bursts of parallel
+		// NewKernel calls would raise the ready target (see readyCap)
+		// and leave kernels started for nothing at the end, each a
+		// sandbox start (seconds of CPU under gVisor).
+		opts.MaxReady = opts.Ready
+	}
 	s.once.Do(func() { s.e, s.err = newExecutor(opts) })
 	require.NoError(t, s.err)
 	return s.e
