@@ -31,7 +31,8 @@ import (
 type ExecutionStatus string
 
 // Execution states (OperationState of the executions contract; the words
-// of internal/wire, which the emulator answers too).
+// of internal/wire, which the emulator answers too): "NotStarted",
+// "Running", "Succeeded", "Failed" and "Canceled".
 const (
 	ExecutionStatusNotStarted ExecutionStatus = wire.StatusNotStarted
 	ExecutionStatusRunning    ExecutionStatus = wire.StatusRunning

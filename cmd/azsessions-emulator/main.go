@@ -46,7 +46,9 @@
 //	-data-dir             directory for the sessions' data (default: a temporary one)
 //	-ready                interpreters kept started (default 2); after a burst of N
 //	                      new sessions that they could not serve, N are kept
-//	                      started (up to -max-ready) and fall back by one a minute
+//	                      started (up to -max-ready) and fall back by one a minute;
+//	                      a burst lasts until the ready list is full again, and
+//	                      the next one is served from it once that refill ended
 //	-max-ready            most interpreters kept started after bursts (default 32,
 //	                      at most a quarter of -max-memory at ~64 MiB each, at most
 //	                      -max-sessions; -max-ready equal to -ready: no growth)
@@ -153,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&c.maxDisk, "max-disk", "disk all sandboxes' /mnt/data use together, as measured; past it a session that writes more is stopped and new sessions get 404 (default: half of the free space of -data-dir)")
 	fs.StringVar(&c.sandboxUser, "sandbox-user", "", "unprivileged host `account` (name, uid or uid:gid) that sandboxes run as when the emulator runs as root (default nobody; root is refused)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")
-	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast; after a burst of N new sessions that they could not serve, N are kept started (up to -max-ready) and fall back by one a minute without such bursts")
+	fs.IntVar(&c.ready, "ready", 2, "interpreters kept started so that new sessions start fast; after a burst of N new sessions that they could not serve, N are kept started (up to -max-ready) and fall back by one a minute without such bursts (a burst lasts until the ready list is full again; the next one is served from it once that refill ended)")
 	fs.IntVar(&c.maxReady, "max-ready", 0, fmt.Sprintf("most interpreters kept started after bursts of new sessions (default, or 0: %d), at most a quarter of -max-memory at ~64 MiB each (128 MiB on gvisor) and at most -max-sessions; equal to -ready, the number kept started never grows", emulator.DefaultMaxReady))
 	fs.Func("preload", "comma-separated `modules` every interpreter imports in the background once started, e.g. numpy,pandas,matplotlib (matplotlib means matplotlib.pyplot); none for nothing (default numpy: more is faster on first use, ~25 MiB more per interpreter for each of pandas and matplotlib)", func(v string) error {
 		c.preload = parsePreload(v)

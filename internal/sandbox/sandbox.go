@@ -733,10 +733,14 @@ func New(opts Options) (*Executor, error) {
 	if e.id != nil {
 		user = fmt.Sprintf("uid %d gid %d", e.id.uid, e.id.gid)
 	}
-	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "interpreter", e.info.Interpreter, "version", cmp.Or(e.info.PythonVersion, e.info.NodeVersion),
-		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "base", e.base, "sandbox_user", user,
-		"capacity", e.capacity, "max_total_memory", e.opts.MaxTotalMemoryBytes, "max_total_disk", e.opts.MaxTotalDiskBytes)
 	e.target, e.maxReady, e.slots = opts.Ready, e.readyCap(), startSlots()
+	capacity := "by use" // admission by what the sandboxes use (see Capacity)
+	if e.capacity >= 0 {
+		capacity = strconv.Itoa(e.capacity)
+	}
+	e.log.Info("sandbox: executor ready", "mode", opts.Mode, "interpreter", e.info.Interpreter, "version", cmp.Or(e.info.PythonVersion, e.info.NodeVersion),
+		"packages", e.info.Packages, "limits", e.limits, "ready", opts.Ready, "max_ready", e.maxReady, "base", e.base, "sandbox_user", user,
+		"capacity", capacity, "max_total_memory", e.opts.MaxTotalMemoryBytes, "max_total_disk", e.opts.MaxTotalDiskBytes)
 	e.poolWG.Add(1)
 	go e.pool()
 	return e, nil
@@ -1216,7 +1220,10 @@ func (e *Executor) missLocked() {
 		return
 	}
 	e.lastMiss = time.Now()
-	e.target = max(e.target, min(e.demand, e.maxReady))
+	if t := max(e.target, min(e.demand, e.maxReady)); t != e.target {
+		e.target = t
+		e.logInfo("sandbox: ready target raised by a burst of new sessions", "target", t, "max_ready", e.maxReady)
+	}
 }
 
 // hitLocked records that a NewKernel took a ready kernel: when the burst
@@ -1226,6 +1233,14 @@ func (e *Executor) hitLocked() {
 	e.demand++
 	if e.demand > e.opts.Ready {
 		e.lastMiss = time.Now()
+	}
+}
+
+// logInfo logs at Info on the executor's logger (none in the pool tests'
+// bare executors).
+func (e *Executor) logInfo(msg string, args ...any) {
+	if e.log != nil {
+		e.log.Info(msg, args...)
 	}
 }
 
@@ -1293,6 +1308,9 @@ func (e *Executor) decayLocked(now time.Time) []*proc {
 	}
 	e.target--
 	e.lastMiss = now
+	if e.log != nil {
+		e.log.Debug("sandbox: ready target lowered after a quiet period", "target", e.target)
+	}
 	var surplus []*proc
 	for len(e.ready) > e.target {
 		surplus = append(surplus, e.ready[len(e.ready)-1])
