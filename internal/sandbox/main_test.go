@@ -73,10 +73,15 @@ const (
 	testDataDir   = 40 << 20
 	testProcesses = 64
 	// testGrace is generous: on a loaded machine a starved driver can take
-	// seconds to answer an interrupt, and tests that expect the driver to
-	// stop a cell itself must not see it killed. Tests of a kernel that
-	// ignores interrupts set shortGrace on their kernel instead.
-	testGrace = 10 * time.Second
+	// seconds to answer an interrupt (its first traceback imports and
+	// formats while the preload imports numpy beside it, each thread getting
+	// a fifteenth of a core at load 30), and tests that expect the driver to
+	// stop a cell itself must not see it killed: TestCancel and
+	// TestBackgroundPreload/interrupt_while_preloading were killed after a
+	// 10 s grace in two runs at load 13-30. No passing test waits for it:
+	// tests of a kernel that ignores interrupts set shortGrace on their
+	// kernel instead, and limit kills do not wait for a grace.
+	testGrace = 30 * time.Second
 	// shortGrace is the kill grace of the kernels of tests that wait for a
 	// kill after the grace (a cell that ignores interrupts; the grace
 	// itself is not what they test): Kernel.killGrace, long enough for a
