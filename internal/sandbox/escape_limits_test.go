@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -597,4 +598,78 @@ func lastBytes(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// TestReadySandboxesOOMKilledFirst (red team): when the pool's memory is
+// full, the kernel's OOM killer takes an idle ready sandbox, not a session
+// that works within its own limit. Ready sandboxes keep oom_score_adj 1000; a
+// session's sandbox is lowered to sessionOOMScoreAdj when the session takes
+// it. Before, all had 1000 and the victim was the largest process: with the
+// ready list grown by bursts, a session holding 900 MiB lost its kernel while
+// 7 idle ready sandboxes kept 240 MiB. Here 6 ready sandboxes (~27 MiB each
+// without preload) wait beside one session whose cell takes the pool ~32 MiB
+// past its budget.
+func TestReadySandboxesOOMKilledFirst(t *testing.T) {
+	t.Parallel()
+	requireSandbox(t, true)
+	requireRoot(t)
+	o := testOptions(ModeBwrap)
+	const ready = 6
+	o.Ready, o.MaxReady, o.noPreload, o.noFontCache = ready, ready, true, true
+	o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 320<<20, 384<<20
+	e, err := newExecutor(o)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	if !e.memByUse {
+		requireCgroupController(t, "memory")
+		t.Skip("the pool's memory is not one cgroup here: no pool-wide OOM")
+	}
+	k := newKernel(t, e)
+	requireOK(t, k, "kept = 7")
+	require.Eventually(t, func() bool { return e.ReadyKernels() >= ready }, 2*time.Minute, 50*time.Millisecond, "the ready list did not refill")
+
+	// Ready sandboxes have the largest oom_score_adj, the session less.
+	e.mu.Lock()
+	readyProcs := slices.Clone(e.ready)
+	e.mu.Unlock()
+	for _, p := range readyProcs {
+		data, err := os.ReadFile(filepath.Join(p.cg.dirs[0], "cgroup.procs"))
+		require.NoError(t, err)
+		requireOOMScoreAdj(t, strings.Fields(string(data)), oomScoreAdj)
+	}
+	data, err := os.ReadFile(filepath.Join(k.p.cg.dirs[0], "cgroup.procs"))
+	require.NoError(t, err)
+	requireOOMScoreAdj(t, strings.Fields(string(data)), strconv.Itoa(e.sessionOOMScoreAdj()))
+
+	// The session's cell takes the pool past its budget, within its own limit.
+	usage := poolMemoryUsage(t, e)
+	hog := o.MaxTotalMemoryBytes - usage + 32<<20
+	t.Logf("pool uses %d MiB of %d MiB with %d ready sandboxes and the session; the cell allocates %d MiB", usage>>20, o.MaxTotalMemoryBytes>>20, ready, hog>>20)
+	require.Less(t, hog, o.MemoryLimitBytes-(64<<20), "the cell would pass the session's own limit: the test's sizes do not fit this host")
+	res := runT(t, k, fmt.Sprintf("x = bytearray(%d)\nfor i in range(0, len(x), 4096): x[i] = 1\nlen(x)", hog), 2*time.Minute)
+	require.Equal(t, kernel.Succeeded, res.Status, "the working session was OOM-killed (restarted %v): %s", res.Restarted, lastBytes(res.Stderr, 300))
+	res = requireOK(t, k, "len(x) + kept")
+	require.False(t, res.Restarted)
+	require.JSONEq(t, strconv.FormatInt(hog+7, 10), string(res.Value), "the session lost its state")
+	dead := 0
+	for _, p := range readyProcs {
+		if !p.alive() {
+			dead++
+		}
+	}
+	require.Positive(t, dead, "no ready sandbox was killed: the pool did not run out of memory")
+}
+
+// poolMemoryUsage is the pool cgroup's memory in use.
+func poolMemoryUsage(t *testing.T, e *Executor) int64 {
+	t.Helper()
+	file := "memory.usage_in_bytes"
+	if e.cg.version == 2 {
+		file = "memory.current"
+	}
+	data, err := os.ReadFile(filepath.Join(e.cg.memory, file))
+	require.NoError(t, err)
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	require.NoError(t, err)
+	return n
 }

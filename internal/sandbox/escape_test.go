@@ -651,8 +651,9 @@ print(json.dumps(res))`, shm, tmp), &got)
 	})
 }
 
-// TestEscapeOOMScore: every host process of a sandbox, a background one
-// included (on gVisor runsc's Sentry and Gofer), has oom_score_adj 1000, so
+// TestEscapeOOMScore: every host process of a session's sandbox, a
+// background one included (on gVisor runsc's Sentry and Gofer), has a
+// positive oom_score_adj (sessionOOMScoreAdj; ready sandboxes keep 1000), so
 // that when the host runs out of memory beyond the cgroups' limits the
 // kernel's OOM killer takes a sandbox process before the emulator or another
 // host process (the emulator's own memory is in no sandbox's cgroup); the
@@ -669,9 +670,12 @@ func TestEscapeOOMScore(t *testing.T) {
 		if k.p.cg.v2 && e.cgroupEntryFor(k.p.cg).mode == joinAtClone {
 			t.Skip("cgroup v2 clone-into-cgroup start: oom_score_adj is set only by the cgroup-joining shell")
 		}
+		// A session's value is lowered from oomScoreAdj when it takes a
+		// sandbox (ready ones keep it: TestReadySandboxesOOMKilledFirst).
+		want := strconv.Itoa(e.sessionOOMScoreAdj())
 		data, err := os.ReadFile(filepath.Join(k.p.cg.dirs[0], "cgroup.procs"))
 		require.NoError(t, err)
-		requireOOMScoreAdj(t, strings.Fields(string(data)))
+		requireOOMScoreAdj(t, strings.Fields(string(data)), want)
 		res := requireOK(t, k, `import subprocess, sys
 subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)
 try:
@@ -683,24 +687,24 @@ print(open('/proc/self/oom_score_adj').read().strip())`)
 		if opts.Mode != ModeGvisor && hasCapSysResource(t) {
 			// gVisor's /proc is the Sentry's: the host's value is checked
 			// below. Without CAP_SYS_RESOURCE (some container runtimes drop
-			// it from root) the emulator cannot make 1000 a floor, and the
+			// it from root) the emulator cannot make its value a floor, and the
 			// session may lower it back to 0, the emulator's.
 			require.Contains(t, res.Stdout, "refused", "the session lowered its oom_score_adj")
-			require.True(t, strings.HasSuffix(strings.TrimSpace(res.Stdout), "1000"), res.Stdout)
+			require.True(t, strings.HasSuffix(strings.TrimSpace(res.Stdout), want), res.Stdout)
 		}
 		if opts.Mode == ModeGvisor || hasCapSysResource(t) {
 			// The background process too (on bwrap, only while the session
 			// cannot lower the value: see above).
 			data, err = os.ReadFile(filepath.Join(k.p.cg.dirs[0], "cgroup.procs"))
 			require.NoError(t, err)
-			requireOOMScoreAdj(t, strings.Fields(string(data)))
+			requireOOMScoreAdj(t, strings.Fields(string(data)), want)
 		}
 	})
 }
 
 // requireOOMScoreAdj checks that the host processes pids (some of which may
 // have exited) have oom_score_adj 1000.
-func requireOOMScoreAdj(t *testing.T, pids []string) {
+func requireOOMScoreAdj(t *testing.T, pids []string, want string) {
 	t.Helper()
 	require.GreaterOrEqual(t, len(pids), 2, "the sandbox's processes are not in its cgroup")
 	for _, pid := range pids {
@@ -709,7 +713,7 @@ func requireOOMScoreAdj(t *testing.T, pids []string) {
 			continue // exited meanwhile
 		}
 		comm, _ := os.ReadFile("/proc/" + pid + "/comm")
-		require.Equal(t, "1000", strings.TrimSpace(string(adj)), "host process %s (%s) of the sandbox", pid, strings.TrimSpace(string(comm)))
+		require.Equal(t, want, strings.TrimSpace(string(adj)), "host process %s (%s) of the sandbox", pid, strings.TrimSpace(string(comm)))
 	}
 }
 

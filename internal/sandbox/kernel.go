@@ -396,8 +396,55 @@ func (e *Executor) commandLine(dataDir string, env map[string]string, cfg driver
 
 // oomScoreAdj is the oom_score_adj of every sandbox process started by the
 // cgroup-joining shell: the largest, so that the kernel's OOM killer picks
-// sandbox processes before any host process.
+// sandbox processes before any host process. A ready sandbox keeps it; a
+// session's is lowered to sessionOOMScoreAdj when the session takes it, so
+// that idle ready sandboxes go before a working session.
 const oomScoreAdj = "1000"
+
+// sessionOOMScoreAdj is the oom_score_adj of a session's sandbox processes
+// (set by setSessionOOMScore when a session takes a sandbox, and on its
+// restarts). The OOM killer picks the process with the most memory plus
+// oom_score_adj/1000 of the memory it may use (the pool's cgroup limit when
+// the pool's memory is full, the host's otherwise). A session holds at most
+// MemoryLimitBytes, so with 1000 - ceil(1000 × MemoryLimitBytes / limit) - 1
+// every ready sandbox (1000) scores above any session process and is killed
+// first (red team: with the ready list grown by bursts, a session using 900
+// MiB was OOM-killed while 7 idle ready sandboxes kept 240 MiB). At least 1:
+// still above the emulator's 0, so a host short of memory loses a sandbox
+// before the emulator; where the pool's budget is under two session limits
+// the two orders cannot both hold for every size, and the emulator's wins.
+func (e *Executor) sessionOOMScoreAdj() int {
+	limit := e.opts.MaxTotalMemoryBytes
+	if !e.memByUse || limit <= 0 {
+		limit, _ = hostMemoryBytes()
+	}
+	m := e.opts.MemoryLimitBytes
+	if limit <= 0 || m <= 0 {
+		return 500
+	}
+	adj := int64(1000) - (1000*m+limit-1)/limit - 1
+	return int(max(1, min(adj, 999)))
+}
+
+// setSessionOOMScore lowers the oom_score_adj of p's processes (those in its
+// cgroup: the sandbox's host processes, before any session code ran in it)
+// from oomScoreAdj to sessionOOMScoreAdj. Root writes it, so where root has
+// CAP_SYS_RESOURCE it is also the floor session code cannot go below. Best
+// effort: a process that exited meanwhile is skipped, and without cgroups
+// (no cgroup-joining shell) nothing was raised.
+func (e *Executor) setSessionOOMScore(p *proc) {
+	if p == nil || p.cg == nil || len(p.cg.dirs) == 0 {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(p.cg.dirs[0], "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	adj := []byte(strconv.Itoa(e.sessionOOMScoreAdj()))
+	for _, pid := range strings.Fields(string(data)) {
+		_ = os.WriteFile("/proc/"+pid+"/oom_score_adj", adj, 0)
+	}
+}
 
 // cgroupWrap prefixes args with what puts the sandbox in cg's cgroups
 // (chooseCgroupJoin): for joinWrapper a shell that joins them before the
@@ -1107,6 +1154,7 @@ func (k *Kernel) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	k.e.setSessionOOMScore(np)
 	return k.replace(np)
 }
 

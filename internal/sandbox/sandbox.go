@@ -1024,8 +1024,14 @@ func (e *Executor) BaseDir() string { return e.base }
 // Within it, every refill start still needs room in the pool-wide limits
 // (reserveLocked: memory and tasks in use, disk, Capacity), and ready
 // kernels count against them like sessions; a larger ready list never takes
-// a session's room, since a new session takes a ready kernel first and
-// sessions waiting for a start come before the refill.
+// a session's room at admission, since a new session takes a ready kernel
+// first and sessions waiting for a start come before the refill. Nor after:
+// ready kernels keep oom_score_adj 1000 and a session's is lowered when it
+// takes one (sessionOOMScoreAdj), so when the sandboxes together pass the
+// memory budget the kernel's OOM killer takes an idle ready kernel before a
+// session that works within its own limit (TestReadySandboxesOOMKilledFirst).
+// A killed ready kernel is dropped when a session would take it and started
+// again by the refill when there is room.
 const (
 	readyDecay = time.Minute
 	// readyMemShare: demand raises the ready list to at most
@@ -1362,6 +1368,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		e.hitLocked()
 		k := e.adoptLocked(p)
 		e.mu.Unlock()
+		e.setSessionOOMScore(p)
 		e.wake() // refill
 		return k, nil
 	}
@@ -1413,6 +1420,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 	}
 	k := e.adoptLocked(r.p)
 	e.mu.Unlock()
+	e.setSessionOOMScore(r.p)
 	return k, nil
 }
 
