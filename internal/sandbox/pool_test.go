@@ -40,23 +40,7 @@ func TestPoolBurst(t *testing.T) {
 	// More calls than start slots, so that starts at once are bounded;
 	// few, since every kernel of the burst and of the refill is a start.
 	burst := startSlots() + 2
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	kernels := make([]*Kernel, burst)
-	errs := make([]error, burst)
-	for i := range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k, err := e.NewKernel(ctx)
-			errs[i] = err
-			if err == nil {
-				kernels[i] = k.(*Kernel)
-			}
-		}()
-	}
-	wg.Wait()
+	kernels, errs := newKernelsAtOnce(e, burst, nil)
 	t.Logf("burst of %d served in %s", burst, time.Since(start))
 	seen := map[string]bool{}
 	for i, k := range kernels {
@@ -198,4 +182,29 @@ func TestPoolRefusesWaitersWithoutRoom(t *testing.T) {
 	e.mu.Lock()
 	e.diskBytes = 0
 	e.mu.Unlock()
+}
+
+// newKernelsAtOnce makes n NewKernel calls on e at once (within 2 minutes),
+// runs whileRunning (if any) meanwhile, and returns their kernels and errors.
+func newKernelsAtOnce(e *Executor, n int, whileRunning func()) ([]*Kernel, []error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kernels, errs := make([]*Kernel, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := e.NewKernel(ctx)
+			errs[i] = err
+			if err == nil {
+				kernels[i] = k.(*Kernel)
+			}
+		}()
+	}
+	if whileRunning != nil {
+		whileRunning()
+	}
+	wg.Wait()
+	return kernels, errs
 }

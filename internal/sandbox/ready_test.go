@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -231,26 +230,7 @@ func (g *gatedPool) waitRest(t *testing.T, n int) {
 // burst makes n NewKernel calls at once and returns their kernels and errors.
 func (g *gatedPool) burst(t *testing.T, n int, whileRunning func()) ([]*Kernel, []error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kernels, errs := make([]*Kernel, n), make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k, err := g.NewKernel(ctx)
-			errs[i] = err
-			if err == nil {
-				kernels[i] = k.(*Kernel)
-			}
-		}()
-	}
-	if whileRunning != nil {
-		whileRunning()
-	}
-	wg.Wait()
-	return kernels, errs
+	return newKernelsAtOnce(g.Executor, n, whileRunning)
 }
 
 func closeAll(t *testing.T, kernels []*Kernel) {
