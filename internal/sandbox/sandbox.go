@@ -1029,7 +1029,8 @@ func (e *Executor) BaseDir() string { return e.base }
 // ready kernels keep oom_score_adj 1000 and a session's is lowered when it
 // takes one (sessionOOMScoreAdj), so when the sandboxes together pass the
 // memory budget the kernel's OOM killer takes an idle ready kernel before a
-// session that works within its own limit (TestReadySandboxesOOMKilledFirst).
+// session that works within its own limit (TestReadySandboxesOOMKilledFirst;
+// bwrap only, see setSessionOOMScore).
 // A killed ready kernel is dropped when a session would take it and started
 // again by the refill when there is room.
 const (
