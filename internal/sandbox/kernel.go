@@ -433,11 +433,10 @@ func (e *Executor) sessionOOMScoreAdj() int {
 // effort: a process that exited meanwhile is skipped, and without cgroups
 // (no cgroup-joining shell) nothing was raised.
 //
-// Not on gVisor: its host processes include stubs that runsc creates as the
-// session's code runs, which this cannot follow, and in one run of
-// TestEscapePoolMemory/gvisor with it the OOM killer took an idle session
-// before the session that passed the budget. gVisor sandboxes all keep
-// oomScoreAdj, as before: there the victim is the largest process.
+// Not on gVisor (not verified there): its host processes include stub
+// processes that runsc creates as the session's code runs, which this does
+// not follow. gVisor sandboxes all keep oomScoreAdj, as before: there the
+// victim is the largest process.
 func (e *Executor) setSessionOOMScore(p *proc) {
 	if p == nil || p.cg == nil || len(p.cg.dirs) == 0 || e.opts.Mode == ModeGvisor {
 		return
