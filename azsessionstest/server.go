@@ -69,7 +69,9 @@ type Options struct {
 	// time. URL is then "http://azsessionstest.invalid". Not with TLS.
 	// Faults that cut the connection (the Reset fields) make the request
 	// fail with an error wrapping syscall.ECONNRESET, or its body when
-	// the status was sent (ResetMidBody).
+	// the status was sent (ResetMidBody). A request whose context ends
+	// while the handler runs (during a Delay, or while a synchronous
+	// execution runs) fails with the context's error, as over a socket.
 	InProcess bool
 }
 
@@ -560,7 +562,15 @@ func (t inProcessTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	req.RequestURI = req.URL.RequestURI()
 	req.RemoteAddr = "127.0.0.1:1"
 	rec := httptest.NewRecorder()
-	if aborted := t.serve(rec, req); aborted {
+	aborted := t.serve(rec, req)
+	if err := r.Context().Err(); err != nil {
+		// The caller gave up while the handler ran (an injected Delay, a
+		// synchronous execution still running): as over a socket, the
+		// caller gets its context's error, not what the handler wrote
+		// after it noticed (nothing: an empty 200 otherwise).
+		return nil, err
+	}
+	if aborted {
 		// A fault cut the connection: before the status (an error, as a
 		// reset connection is), or in the body (a body that fails).
 		if !rec.Flushed || rec.Body.Len() == 0 {

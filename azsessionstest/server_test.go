@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/azsessions/azsessions"
 	"github.com/azsessions/azsessions/azsessionstest"
 	"github.com/azsessions/azsessions/emulator"
 	"github.com/azsessions/azsessions/internal/wire"
@@ -338,5 +340,46 @@ func TestInProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(2), s.Executions())
 		require.NotEmpty(t, res.Stdout)
+	})
+}
+
+// TestInProcessContextEnds: on an InProcess server, a request whose context
+// ends while the handler runs (an injected Delay, a synchronous execution
+// still running) fails with the context's error, as over a socket, instead
+// of answering what the handler wrote after it noticed (an empty 200, which
+// the client took for an answer: its Execute error did not say the outcome
+// was unknown).
+func TestInProcessContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := azsessionstest.Start(t, &azsessionstest.Options{InProcess: true, Options: emulator.Options{
+			Executor: emulator.ScriptedExecutor(func(ctx context.Context, code string) emulator.ExecutionResult {
+				select { // runs for a minute of the bubble's clock
+				case <-time.After(time.Minute):
+				case <-ctx.Done():
+				}
+				return emulator.ExecutionResult{Stdout: "done\n"}
+			}),
+		}})
+		s.InjectFault(azsessionstest.RouteListFiles, azsessionstest.Fault{Delay: time.Hour}, 1)
+		sess := s.Client().NewSession()
+		for name, call := range map[string]func(context.Context) error{
+			"Delay": func(ctx context.Context) error { _, err := sess.NewListFilesPager(nil).NextPage(ctx); return err },
+			"synchronous execution": func(ctx context.Context) error {
+				_, err := sess.Execute(ctx, "slow", nil)
+				if !errors.Is(err, azsessions.ErrExecutionOutcomeUnknown) {
+					return fmt.Errorf("not ErrExecutionOutcomeUnknown: %v", err)
+				}
+				return err
+			},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			start := time.Now()
+			err := call(ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, name)
+			require.Equal(t, time.Second, time.Since(start), name)
+		}
+		require.Equal(t, 1, s.Requests(azsessionstest.RouteExecute), "the execution was sent once")
+		require.Equal(t, int64(1), s.Executions(), "and goes on running")
 	})
 }
