@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -31,7 +32,10 @@ var fastPoll = &runtime.PollUntilDoneOptions{Frequency: 20 * time.Millisecond}
 // TestBeginExecuteResumeToken: an asynchronous execution is started, polled
 // once, handed over as a resume token to another client (another process),
 // and finished there; the code ran once and was POSTed once. Faults on the
-// polls (GET executions/{id}, idempotent) are retried.
+// polls (GET executions/{id}, idempotent) are retried. The fake runs in
+// process inside a testing/synctest bubble: the code's 0.3 s, the fake's
+// Retry-After: 1 on a running execution and the faults' delays pass on the
+// bubble's clock (a connection reset is an ECONNRESET error there).
 func TestBeginExecuteResumeToken(t *testing.T) {
 	pollFaults := map[string]azsessionstest.Fault{
 		"no fault":          {},
@@ -43,44 +47,46 @@ func TestBeginExecuteResumeToken(t *testing.T) {
 		for name, fault := range pollFaults {
 			t.Run(version+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				srv, c := relStart(t, version, nil)
-				sess := c.NewSession()
-				ctx := context.Background()
-				poller, err := sess.BeginExecute(ctx, longCode, nil)
-				require.NoError(t, err)
-				require.False(t, poller.Done(), "the execution is still running")
-				if fault != (azsessionstest.Fault{}) {
-					srv.InjectFault(azsessionstest.RouteGetExecution, fault, 2)
-				}
-				_, err = poller.Poll(ctx)
-				require.NoError(t, err)
-				token, err := poller.ResumeToken()
-				require.NoError(t, err)
+				synctest.Test(t, func(t *testing.T) {
+					srv, c := relStart(t, version, &azsessionstest.Options{InProcess: true})
+					sess := c.NewSession()
+					ctx := context.Background()
+					poller, err := sess.BeginExecute(ctx, longCode, nil)
+					require.NoError(t, err)
+					require.False(t, poller.Done(), "the execution is still running")
+					if fault != (azsessionstest.Fault{}) {
+						srv.InjectFault(azsessionstest.RouteGetExecution, fault, 2)
+					}
+					_, err = poller.Poll(ctx)
+					require.NoError(t, err)
+					token, err := poller.ResumeToken()
+					require.NoError(t, err)
 
-				// another client, as another process would make it
-				other, err := srv.NewClient(nil)
-				require.NoError(t, err)
-				resumed, err := other.Session(sess.Identifier()).BeginExecute(ctx, "ignored", &azsessions.BeginExecuteOptions{ResumeToken: token})
-				require.NoError(t, err)
-				resp, err := resumed.PollUntilDone(ctx, fastPoll)
-				require.NoError(t, err)
-				require.Equal(t, azsessions.ExecutionStatusSucceeded, resp.Status)
-				require.Equal(t, "long\n", resp.Stdout)
-				require.JSONEq(t, "42", string(resp.Result))
-				require.NotEmpty(t, resp.ID)
-				require.Positive(t, resp.ExecutionTime)
+					// another client, as another process would make it
+					other, err := srv.NewClient(nil)
+					require.NoError(t, err)
+					resumed, err := other.Session(sess.Identifier()).BeginExecute(ctx, "ignored", &azsessions.BeginExecuteOptions{ResumeToken: token})
+					require.NoError(t, err)
+					resp, err := resumed.PollUntilDone(ctx, fastPoll)
+					require.NoError(t, err)
+					require.Equal(t, azsessions.ExecutionStatusSucceeded, resp.Status)
+					require.Equal(t, "long\n", resp.Stdout)
+					require.JSONEq(t, "42", string(resp.Result))
+					require.NotEmpty(t, resp.ID)
+					require.Positive(t, resp.ExecutionTime)
 
-				// resuming again after the end gives the same result, without running anything
-				again, err := c.Session(sess.Identifier()).BeginExecute(ctx, "", &azsessions.BeginExecuteOptions{ResumeToken: token})
-				require.NoError(t, err)
-				resp2, err := again.PollUntilDone(ctx, fastPoll)
-				require.NoError(t, err)
-				require.Equal(t, resp.ID, resp2.ID)
-				require.Equal(t, resp.Stdout, resp2.Stdout)
+					// resuming again after the end gives the same result, without running anything
+					again, err := c.Session(sess.Identifier()).BeginExecute(ctx, "", &azsessions.BeginExecuteOptions{ResumeToken: token})
+					require.NoError(t, err)
+					resp2, err := again.PollUntilDone(ctx, fastPoll)
+					require.NoError(t, err)
+					require.Equal(t, resp.ID, resp2.ID)
+					require.Equal(t, resp.Stdout, resp2.Stdout)
 
-				require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()), "ran once")
-				require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute), "POSTed once")
-				require.GreaterOrEqual(t, srv.Requests(azsessionstest.RouteGetExecution), 2)
+					require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()), "ran once")
+					require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute), "POSTed once")
+					require.GreaterOrEqual(t, srv.Requests(azsessionstest.RouteGetExecution), 2)
+				})
 			})
 		}
 	}
@@ -88,7 +94,8 @@ func TestBeginExecuteResumeToken(t *testing.T) {
 
 // TestBeginExecuteAmbiguousStart: the answer to the asynchronous POST is
 // lost after the execution was recorded; BeginExecute finds it by its
-// operation-id and the poller finishes it, once.
+// operation-id and the poller finishes it, once. In process, inside a
+// testing/synctest bubble (fake clock), as TestBeginExecuteResumeToken.
 func TestBeginExecuteAmbiguousStart(t *testing.T) {
 	for _, version := range relNewVersions {
 		for name, fault := range map[string]azsessionstest.Fault{
@@ -97,17 +104,19 @@ func TestBeginExecuteAmbiguousStart(t *testing.T) {
 		} {
 			t.Run(version+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				srv, c := relStart(t, version, nil)
-				sess := c.NewSession()
-				srv.InjectFault(azsessionstest.RouteExecute, fault, 1)
-				poller, err := sess.BeginExecute(context.Background(), longCode, &azsessions.BeginExecuteOptions{ExecuteOptions: azsessions.ExecuteOptions{OperationID: "op-ambiguous-1"}})
-				require.NoError(t, err)
-				resp, err := poller.PollUntilDone(context.Background(), fastPoll)
-				require.NoError(t, err)
-				require.Equal(t, "op-ambiguous-1", resp.ID)
-				require.Equal(t, "long\n", resp.Stdout)
-				require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()))
-				require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute))
+				synctest.Test(t, func(t *testing.T) {
+					srv, c := relStart(t, version, &azsessionstest.Options{InProcess: true})
+					sess := c.NewSession()
+					srv.InjectFault(azsessionstest.RouteExecute, fault, 1)
+					poller, err := sess.BeginExecute(context.Background(), longCode, &azsessions.BeginExecuteOptions{ExecuteOptions: azsessions.ExecuteOptions{OperationID: "op-ambiguous-1"}})
+					require.NoError(t, err)
+					resp, err := poller.PollUntilDone(context.Background(), fastPoll)
+					require.NoError(t, err)
+					require.Equal(t, "op-ambiguous-1", resp.ID)
+					require.Equal(t, "long\n", resp.Stdout)
+					require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()))
+					require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute))
+				})
 			})
 		}
 	}
@@ -128,43 +137,48 @@ func TestBeginExecuteLegacyUnsupported(t *testing.T) {
 // caller's deadline. The error says the outcome is unknown (and wraps the
 // ctx error); the code goes on running on the service. On the executions
 // contract the error carries the operation-id, and ResumeExecution waits for
-// the recorded result without running the code again.
+// the recorded result without running the code again. In process, inside a
+// testing/synctest bubble: the deadline, the code's 3 s and the polls pass
+// on the fake clock. (TestFaultSlowHandlerPastDeadline keeps a deadline
+// passing during an execution POST over a real socket.)
 func TestExecuteLongerThanDeadline(t *testing.T) {
 	for _, version := range relOneOfEach {
 		t.Run(version, func(t *testing.T) {
 			t.Parallel()
-			srv, c := relStart(t, version, nil)
-			sess := c.NewSession()
-			opts := &azsessions.ExecuteOptions{OperationID: "op-long-1"}
-			// The deadline (1 s) leaves the client ample time to send the
-			// POST even on a loaded machine, and passes while the code
-			// (3 s) runs: Execute returns on it with the outcome unknown
-			// instead of waiting for the result (no duration asserted).
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := sess.Execute(ctx, slowCode, opts)
-			cancel()
-			require.ErrorIs(t, err, azsessions.ErrExecutionOutcomeUnknown)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute))
-			require.Eventually(t, func() bool { return srv.ExecutionsFor(sess.Identifier()) == 1 }, 5*time.Second, 10*time.Millisecond, "the code ran on the service anyway")
-			if relIsLegacy(version) {
-				return // no way to ask; the caller was told the outcome is unknown
-			}
-			var unknown *azsessions.ExecutionOutcomeUnknownError
-			require.ErrorAs(t, err, &unknown)
-			require.Equal(t, "op-long-1", unknown.OperationID)
-			poller, err := sess.ResumeExecution(unknown.OperationID, nil)
-			require.NoError(t, err)
-			resp, err := poller.PollUntilDone(context.Background(), fastPoll)
-			require.NoError(t, err)
-			require.Equal(t, "long\n", resp.Stdout)
-			require.Equal(t, "op-long-1", resp.ID)
-			// Execute with the same operation-id is refused: the record
-			// cannot tell whose code it ran (issue 12 item 4)
-			_, err = sess.Execute(context.Background(), slowCode, opts)
-			require.ErrorIs(t, err, azsessions.ErrOperationIDInUse)
-			require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()), "the code ran once")
-			require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute), "and was POSTed once")
+			synctest.Test(t, func(t *testing.T) {
+				srv, c := relStart(t, version, &azsessionstest.Options{InProcess: true})
+				sess := c.NewSession()
+				opts := &azsessions.ExecuteOptions{OperationID: "op-long-1"}
+				// The deadline (1 s) passes while the code (3 s) runs, both on
+				// the bubble's clock: the POST is in the handler, waiting for
+				// the result, when it passes; Execute returns on it with the
+				// outcome unknown instead of waiting for the result.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := sess.Execute(ctx, slowCode, opts)
+				cancel()
+				require.ErrorIs(t, err, azsessions.ErrExecutionOutcomeUnknown)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute))
+				require.Eventually(t, func() bool { return srv.ExecutionsFor(sess.Identifier()) == 1 }, 5*time.Second, 10*time.Millisecond, "the code ran on the service anyway")
+				if relIsLegacy(version) {
+					return // no way to ask; the caller was told the outcome is unknown
+				}
+				var unknown *azsessions.ExecutionOutcomeUnknownError
+				require.ErrorAs(t, err, &unknown)
+				require.Equal(t, "op-long-1", unknown.OperationID)
+				poller, err := sess.ResumeExecution(unknown.OperationID, nil)
+				require.NoError(t, err)
+				resp, err := poller.PollUntilDone(context.Background(), fastPoll)
+				require.NoError(t, err)
+				require.Equal(t, "long\n", resp.Stdout)
+				require.Equal(t, "op-long-1", resp.ID)
+				// Execute with the same operation-id is refused: the record
+				// cannot tell whose code it ran (issue 12 item 4)
+				_, err = sess.Execute(context.Background(), slowCode, opts)
+				require.ErrorIs(t, err, azsessions.ErrOperationIDInUse)
+				require.Equal(t, int64(1), srv.ExecutionsFor(sess.Identifier()), "the code ran once")
+				require.Equal(t, 1, srv.Requests(azsessionstest.RouteExecute), "and was POSTed once")
+			})
 		})
 	}
 }
