@@ -271,6 +271,8 @@ func TestFaultEveryExecutionLosesItsAnswer(t *testing.T) {
 // TestFaultSlowHandlerPastDeadline: a handler slower than the caller's
 // deadline. Every operation returns promptly with ctx's error; Execute's
 // also says the outcome is unknown; nothing ran; no goroutine is left.
+// Over real sockets (TestExecuteLongerThanDeadline has the in-process
+// counterpart on the fake clock).
 func TestFaultSlowHandlerPastDeadline(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the servers' Close (cleanups run last-in first-out)
@@ -303,20 +305,42 @@ func TestFaultSlowHandlerPastDeadline(t *testing.T) {
 			return err
 		}},
 	}
-	for _, version := range relOneOfEach {
+	// Every operation on both versions at once, each with its own
+	// deadline: the deadlines pass together instead of one after another.
+	// 500 ms (one at a time they had 200 ms) leaves the ten requests ample
+	// time to be sent on a loaded machine: Execute's outcome is unknown
+	// only once its POST was written.
+	type outcome struct {
+		err     error
+		elapsed time.Duration
+	}
+	servers := make([]*azsessionstest.Server, len(relOneOfEach))
+	outcomes := make([][]outcome, len(relOneOfEach))
+	var wg sync.WaitGroup
+	for i, version := range relOneOfEach {
 		srv, c := relStart(t, version, nil)
 		srv.InjectFault(azsessionstest.RouteAny, azsessionstest.Fault{Delay: time.Minute}, 0)
+		servers[i] = srv
 		sess := c.NewSession()
-		for _, o := range ops {
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			start := time.Now()
-			err := o.call(ctx, sess)
-			cancel()
-			require.ErrorIs(t, err, context.DeadlineExceeded, "%s %s", version, o.name)
-			require.Less(t, time.Since(start), 5*time.Second, "%s %s returns promptly", version, o.name)
+		outcomes[i] = make([]outcome, len(ops))
+		for j, o := range ops {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				err := o.call(ctx, sess)
+				outcomes[i][j] = outcome{err, time.Since(start)}
+			})
 		}
-		require.Zero(t, srv.Executions(), version)
-		require.NoError(t, srv.Close())
+	}
+	wg.Wait()
+	for i, version := range relOneOfEach {
+		for j, o := range ops {
+			require.ErrorIs(t, outcomes[i][j].err, context.DeadlineExceeded, "%s %s", version, o.name)
+			require.Less(t, outcomes[i][j].elapsed, 5*time.Second, "%s %s returns promptly", version, o.name)
+		}
+		require.Zero(t, servers[i].Executions(), version)
+		require.NoError(t, servers[i].Close())
 	}
 }
 

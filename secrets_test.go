@@ -108,12 +108,22 @@ func TestErrorsHoldNoIdentifier(t *testing.T) {
 			t.Run(version+"/"+name, func(t *testing.T) {
 				t.Parallel()
 				p := setup(t, version, withCredential(), withFallback(h), withOptions(func(o *ClientOptions) { o.Retry.MaxRetries = 1 }))
-				for _, op := range allOps(t, version, "x.txt", t.TempDir()) {
-					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-					err := op.call(ctx, p.client.Session(secretIdentifier))
-					cancel()
-					require.Error(t, err, op.name)
-					requireNoSecret(t, err.Error(), op.name)
+				// the operations at once, each with its own deadline (the
+				// slow handler's deadlines pass together)
+				ops := allOps(t, version, "x.txt", t.TempDir())
+				errs := make([]error, len(ops))
+				var wg sync.WaitGroup
+				for i, op := range ops {
+					wg.Go(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+						defer cancel()
+						errs[i] = op.call(ctx, p.client.Session(secretIdentifier))
+					})
+				}
+				wg.Wait()
+				for i, op := range ops {
+					require.Error(t, errs[i], op.name)
+					requireNoSecret(t, errs[i].Error(), op.name)
 				}
 			})
 		}
