@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
 	"github.com/stretchr/testify/require"
@@ -43,7 +44,13 @@ func TestFakeSessionLogsHoldNoSecrets(t *testing.T) {
 
 	for _, version := range relEveryVersion {
 		srv := azsessionstest.Start(t, withCells(&azsessionstest.Options{APIVersion: version, TLS: true}))
-		c := srv.Client()
+		// retries as azcore logs them, after waits of a few ms (the fault
+		// that resets every listing below costs four tries)
+		co := &azsessions.ClientOptions{}
+		co.Retry.RetryDelay = time.Millisecond
+		co.Retry.MaxRetryDelay = 5 * time.Millisecond
+		c, err := srv.NewClient(co)
+		require.NoError(t, err)
 		sess := c.Session(secret)
 		ctx := context.Background()
 		must := func(what string, err error) {
@@ -53,7 +60,7 @@ func TestFakeSessionLogsHoldNoSecrets(t *testing.T) {
 		legacy := relIsLegacy(version)
 		manage := version == azsessions.APIVersion20250202Preview || version == azsessions.APIVersion20251002Preview
 
-		_, err := sess.Execute(ctx, "x = 1\nprint(x)", nil)
+		_, err = sess.Execute(ctx, "x = 1\nprint(x)", nil)
 		must("Execute", err)
 		srv.InjectFault(azsessionstest.RouteExecute, azsessionstest.Fault{Status: http.StatusBadGateway, AfterHandler: true}, 1)
 		_, err = sess.Execute(ctx, "x + 1", nil)
