@@ -440,11 +440,13 @@ func TestExecuteOnePOSTWhateverTheAnswer(t *testing.T) {
 			w.(http.Flusher).Flush()
 			hijackClose(w)
 		}, nil},
-		{"200 33 MiB chunked", 1, func(w http.ResponseWriter, r *http.Request) {
+		// over the client's cap (responseLimit, lowered to 1 MiB for this
+		// case: TestResponseSizeCapped checks the real MaxResponseSize)
+		{"200 over the cap chunked", 1, func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(200)
 			_, _ = io.WriteString(w, `{"status":"Succeeded","x":"`)
 			chunk := []byte(strings.Repeat("a", 1<<20))
-			for i := 0; i < 34; i++ {
+			for i := 0; i < 2; i++ {
 				if _, err := w.Write(chunk); err != nil {
 					return
 				}
@@ -470,6 +472,10 @@ func TestExecuteOnePOSTWhateverTheAnswer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "200 over the cap chunked" {
+				responseLimit = 1 << 20 // read by the client setup makes
+				t.Cleanup(func() { responseLimit = MaxResponseSize })
+			}
 			p := setup(t, APIVersion20251002Preview, withCredential())
 			var posts atomic.Int32
 			p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
@@ -484,6 +490,9 @@ func TestExecuteOnePOSTWhateverTheAnswer(t *testing.T) {
 			p.handle("GET /executions/{id}", look)
 			_, err := p.client.Session(testIdentifier).Execute(context.Background(), "print(1)", nil)
 			require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+			if tc.name == "200 over the cap chunked" {
+				require.ErrorContains(t, err, "MaxResponseSize", "refused for its size")
+			}
 			require.Equal(t, tc.posts, posts.Load())
 		})
 	}
