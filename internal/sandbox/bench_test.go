@@ -196,3 +196,23 @@ func benchColdStart(b *testing.B, mode string) {
 		})
 	}
 }
+
+// BenchmarkKernelClose closes a started kernel (started outside the timer):
+// what deleting a session or restarting its kernel waits for. Under gVisor
+// the container's runsc state is removed in the background once its cgroup
+// is empty (gvisorContainer.removeLater); Executor.Close waits for it.
+func BenchmarkKernelClose(b *testing.B) {
+	benchBackends(b, benchKernelClose)
+}
+
+func benchKernelClose(b *testing.B, mode string) {
+	e := benchExecutorOpts(b, Options{Mode: mode, Ready: 0, noPreload: true, noFontCache: true})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		k, err := e.NewKernel(context.Background())
+		require.NoError(b, err)
+		b.StartTimer()
+		require.NoError(b, k.Close())
+	}
+}

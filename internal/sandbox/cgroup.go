@@ -383,10 +383,11 @@ func readProcFile(path string) ([]byte, error) {
 }
 
 // kill SIGKILLs every process in the set, waits up to wait for them to go and
-// removes the groups.
-func (s *cgroupSet) kill(wait time.Duration) {
+// removes the groups. It reports whether the set was seen empty (every
+// process of it gone; false for a nil set).
+func (s *cgroupSet) kill(wait time.Duration) (empty bool) {
 	if s == nil {
-		return
+		return false
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -399,12 +400,17 @@ func (s *cgroupSet) kill(wait time.Duration) {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if len(pids) == 0 || time.Now().After(deadline) {
+		if len(pids) == 0 {
+			empty = true
+			break
+		}
+		if time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.remove()
+	return empty
 }
 
 func (s *cgroupSet) remove() {

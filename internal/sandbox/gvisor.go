@@ -74,6 +74,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,6 +112,9 @@ type gvisorContainer struct {
 	bundle string
 	ln     *net.UnixListener
 	sock   string
+	// later counts removeLater's removals, which Executor.Close waits for
+	// (the executor's gvWG).
+	later *sync.WaitGroup
 }
 
 // initGvisor checks that runsc can be used (New, before prepareDirs).
@@ -252,7 +256,7 @@ type ociNamespace struct {
 // returns the runsc command line and the container, whose listener the
 // driver connects to.
 func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverConfig, prog programArgs) ([]string, *gvisorContainer, error) {
-	c := &gvisorContainer{runsc: e.runsc, root: filepath.Join(e.gvDir, "state"), id: "azs-" + randHex(8)}
+	c := &gvisorContainer{runsc: e.runsc, root: filepath.Join(e.gvDir, "state"), id: "azs-" + randHex(8), later: &e.gvWG}
 	c.bundle = filepath.Join(e.gvDir, c.id)
 	fail := func(err error) ([]string, *gvisorContainer, error) {
 		c.remove()
@@ -517,6 +521,27 @@ func (c *gvisorContainer) remove() {
 		_ = cmd.Run() // "not found" when the container never started
 	}
 	_ = os.RemoveAll(c.bundle)
+}
+
+// removeLater is remove in a goroutine that Executor.Close waits for, for a
+// container whose processes are all gone (its cgroup was seen empty), so
+// that closing or restarting a kernel does not wait for `runsc delete`.
+// That command kills the sandbox again and waits until its process has
+// left the process table; the Sentry, orphaned when its parent `runsc run`
+// was killed, is reaped by the host's init, which on this project's
+// machines takes ~1.5 s (BENCHMARKS.md, "Kernel close"). With the cgroup
+// empty nothing of the sandbox runs any more: what is left is runsc's state
+// file and the bundle, under the executor's directory.
+func (c *gvisorContainer) removeLater() {
+	if c.later == nil {
+		c.remove()
+		return
+	}
+	c.later.Add(1)
+	go func() {
+		defer c.later.Done()
+		c.remove()
+	}()
 }
 
 // gvisorLeftovers lists the containers runsc still knows in a dead

@@ -837,7 +837,9 @@ func (p *proc) alive() bool {
 }
 
 // kill stops the process and everything it started, and waits for the
-// goroutines that serve it. It is idempotent and does not remove the data dir.
+// goroutines that serve it. It is idempotent and does not remove the data
+// dir. A gVisor container whose cgroup it saw empty has its runsc state
+// removed in the background (gvisorContainer.removeLater).
 func (p *proc) kill() {
 	p.once.Do(func() {
 		close(p.dead)
@@ -845,7 +847,7 @@ func (p *proc) kill() {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			_ = p.cmd.Process.Kill()
 		}
-		p.cg.kill(3 * time.Second)
+		empty := p.cg.kill(3 * time.Second)
 		select {
 		case <-p.exited:
 		case <-time.After(5 * time.Second):
@@ -855,8 +857,11 @@ func (p *proc) kill() {
 		_ = p.outR.Close()
 		_ = p.errR.Close()
 		p.wg.Wait()
-		if p.gv != nil {
-			p.gv.remove()
+		switch {
+		case p.gv != nil && empty:
+			p.gv.removeLater() // nothing of it runs: its state can go later
+		case p.gv != nil:
+			p.gv.remove() // runsc delete kills what the cgroup did not
 		}
 	})
 }

@@ -496,6 +496,7 @@ type Executor struct {
 	launchCh chan func()
 	launchWG sync.WaitGroup
 	rmWG     sync.WaitGroup // background removals of closed kernels' data
+	gvWG     sync.WaitGroup // background removals of dead gVisor containers' state (removeLater)
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -1465,6 +1466,7 @@ func (e *Executor) Close() error {
 			}
 		}
 		e.rmWG.Wait()
+		e.gvWG.Wait()
 		e.mu.Lock()
 		close(e.launchCh)
 		e.mu.Unlock()
