@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,4 +114,28 @@ func TestDistinctFileTables(t *testing.T) {
 	self := os.Getpid()
 	require.Equal(t, []int{self}, distinctFileTables([]int{self, self}))
 	require.Equal(t, []int{self, 1}, distinctFileTables([]int{self, 1, self}))
+}
+
+// TestGvisorCloseLeavesNoSandbox: Kernel.Close returns once nothing of the
+// container runs any more, although runsc's state may still be being
+// removed in the background (gvisorContainer.removeLater): no Sentry, Gofer
+// or `runsc run` of it is left, only, for a while, a `runsc delete`.
+func TestGvisorCloseLeavesNoSandbox(t *testing.T) {
+	t.Parallel()
+	requireGvisor(t)
+	k := newKernel(t, sharedFor(t, testOptions(ModeGvisor)))
+	requireOK(t, k, "import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)")
+	k.pmu.Lock()
+	id := k.p.gv.id
+	k.pmu.Unlock()
+	require.NotEmpty(t, findProcs(t, id))
+	require.NoError(t, k.Close())
+	for _, pid := range findProcs(t, id) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		require.Contains(t, args, "delete", "a process of the closed container still runs: %q", args)
+	}
 }
