@@ -410,7 +410,7 @@ func TestErrorBodiesRedacted(t *testing.T) {
 // unusable answer is ErrExecutionOutcomeUnknown.
 func TestExecuteOnePOSTWhateverTheAnswer(t *testing.T) {
 	hijackClose := func(w http.ResponseWriter) {
-		c, _, err := w.(http.Hijacker).Hijack()
+		c, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
 			c.Close()
 		}
@@ -437,7 +437,7 @@ func TestExecuteOnePOSTWhateverTheAnswer(t *testing.T) {
 			w.Header().Set("Content-Length", "500")
 			w.WriteHeader(200)
 			_, _ = io.WriteString(w, `{"status":"Succeeded"`)
-			w.(http.Flusher).Flush()
+			_ = http.NewResponseController(w).Flush()
 			hijackClose(w)
 		}, nil},
 		// over the client's cap (responseLimit, lowered to 1 MiB for this
@@ -554,7 +554,7 @@ func TestExecuteResetOnReusedConnectionNotResent(t *testing.T) {
 	p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		posts.Add(1)
-		c, _, err := w.(http.Hijacker).Hijack()
+		c, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
 			c.Close()
 		}
