@@ -830,15 +830,21 @@ func TestExecuteBoundedTime(t *testing.T) {
 }
 
 // TestHostileBodiesMemoryBounded (finding 16): what a hostile answer within
-// MaxResponseSize costs is bounded: an error body of 31 MiB is kept only up
-// to MaxErrorBodySize (the error text stays small and one call allocates a
-// small multiple of the wire size, the test server's own copy included),
-// and a listing page of millions of empty objects is refused before it is
-// decoded (MaxPageEntries) instead of becoming gigabytes of heap. The
-// figures are runtime.MemStats deltas with generous bounds (no timing).
+// MaxResponseSize costs is bounded: an error body just under the cap is
+// kept only up to MaxErrorBodySize (the error text stays small and one call
+// allocates a small multiple of the wire size, the test server's own copy
+// included), and a listing page of hundreds of thousands of empty objects
+// is refused before it is decoded (MaxPageEntries) instead of becoming
+// hundreds of megabytes of heap. The figures are runtime.MemStats deltas
+// with generous bounds, relative to the body's size (no timing). The sizes
+// are small (a 4 MiB cap through responseLimit, a 1 MiB page): the bounds
+// are ratios, and with the defences removed both cases still fail at these
+// sizes (see the commit that shrank them from 31 and 8 MiB).
 func TestHostileBodiesMemoryBounded(t *testing.T) {
 	t.Run("error body", func(t *testing.T) {
-		body := []byte("[" + strings.Repeat("0,", (MaxResponseSize-16)/2) + "0]")
+		responseLimit = 4 << 20 // read by the client setup makes
+		t.Cleanup(func() { responseLimit = MaxResponseSize })
+		body := []byte("[" + strings.Repeat("0,", (int(responseLimit)-16)/2) + "0]")
 		p := setup(t, APIVersion20251002Preview)
 		p.handle("GET /files/{name}", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, body)
@@ -856,7 +862,7 @@ func TestHostileBodiesMemoryBounded(t *testing.T) {
 		require.Less(t, allocated, uint64(2*len(body)), "one failed call allocated %d MiB for a %d MiB body", allocated>>20, len(body)>>20)
 	})
 	t.Run("listing page of empty objects", func(t *testing.T) {
-		body := []byte(`{"value":[` + strings.Repeat("{},", (8<<20)/3) + `{}]}`)
+		body := []byte(`{"value":[` + strings.Repeat("{},", (1<<20)/3) + `{}]}`)
 		p := setup(t, APIVersion20251002Preview)
 		p.handle("GET /files", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, body) })
 		sessions := bytes.Replace(body, []byte("value"), []byte("sessions"), 1)
@@ -870,8 +876,9 @@ func TestHostileBodiesMemoryBounded(t *testing.T) {
 		require.ErrorContains(t, err, "MaxPageEntries")
 		goruntime.ReadMemStats(&after)
 		allocated := after.TotalAlloc - before.TotalAlloc
-		// decoded, the two pages allocated over 1 GiB; refused, about 6x the
-		// wire size each (reading, the server's copy; more under -race)
+		// decoded, two 8 MiB pages allocated 2.5 GiB (two 1 MiB pages:
+		// 340 MiB); refused, about 6x the wire size each (reading, the
+		// server's copy; more under -race)
 		require.Less(t, allocated, uint64(16*len(body)), "two refused pages allocated %d MiB for %d MiB each", allocated>>20, len(body)>>20)
 	})
 	t.Run("a full page is decoded", func(t *testing.T) {
