@@ -56,11 +56,14 @@ func hashUpload(t testing.TB, r *http.Request) (filename string, n int64, sum [3
 	return part.FileName(), n, sum, nil
 }
 
-// TestUploadStreamsLargeFile uploads 50 MiB from a reader that holds no copy
+// TestUploadStreamsLargeFile uploads 24 MiB from a reader that holds no copy
 // of it, to a server that hashes instead of storing, and checks the bytes
 // arrive intact and the client's allocations stay far below the file size.
 func TestUploadStreamsLargeFile(t *testing.T) {
-	const size = 50 << 20
+	// 1.5 x the 16 MiB bound below: a copy of the file in memory exceeds it
+	// (with the source read into one exact buffer before the upload, the
+	// test fails: see the commit that shrank it from 50 MiB)
+	const size = 24 << 20
 	want := sha256Of(t, size)
 	for _, version := range []string{APIVersion20240202Preview, APIVersion20251002Preview} {
 		t.Run(version, func(t *testing.T) {
