@@ -216,3 +216,31 @@ func benchKernelClose(b *testing.B, mode string) {
 		require.NoError(b, k.Close())
 	}
 }
+
+// BenchmarkNewFirstReady creates an executor as the emulator does (Ready 2,
+// the default preload, matplotlib's font cache) and waits for its ready
+// kernels: new-p50-ms is New's own latency, first-ready-p50-ms the time from
+// New's call until the first ready kernel finished its preload (a NewKernel
+// then gets a preloaded kernel at once), all-ready-p50-ms until both did.
+// Close is outside the timer.
+func BenchmarkNewFirstReady(b *testing.B) {
+	benchBackends(b, func(b *testing.B, mode string) {
+		var newLat, first, all []time.Duration
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			e, err := newExecutor(Options{Mode: mode, Ready: 2})
+			require.NoError(b, err)
+			newLat = append(newLat, time.Since(t0))
+			waitReady(b, e, 1)
+			first = append(first, time.Since(t0))
+			waitReady(b, e, 2)
+			all = append(all, time.Since(t0))
+			b.StopTimer()
+			require.NoError(b, e.Close())
+			b.StartTimer()
+		}
+		reportP50(b, newLat, "new-p50-ms")
+		reportP50(b, first, "first-ready-p50-ms")
+		reportP50(b, all, "all-ready-p50-ms")
+	})
+}
