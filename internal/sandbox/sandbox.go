@@ -105,6 +105,19 @@
 // CPU cgroup, so lowering the preload's priority (nice) would not make the
 // starts win.
 //
+// New starts one kernel to check that a sandbox starts at all (with the
+// cgroups, else without them). With Ready > 0 that kernel is the pool's
+// first ready kernel: it is started as the pool starts ready kernels
+// (cgroups named "ready-", the Preload imported in the background,
+// oom_score_adj 1000 until a session takes it), so the first ready kernel
+// is there when New returns and the pool starts Ready-1 more, instead of
+// killing it and starting Ready. Ready kernels copy matplotlib's font cache
+// at start, so New then builds the cache before that start, not after it
+// in the background: New takes the build longer (~0.7 s of CPU) and the
+// first ready kernel comes one start sooner (see BENCHMARKS.md,
+// BenchmarkNewFirstReady). With Ready 0 the kernel is killed (it is started
+// without the preload), as it is when the pool-wide limits leave it no room.
+//
 // # Limits
 //
 // Every kernel runs the embedded driver (driver.py), which lowers its own
@@ -365,7 +378,9 @@ type Options struct {
 	// the ready cap, see MaxReady), so that the next burst of N is served
 	// from the ready list, and falls back toward Ready by one a minute
 	// without such demand; kernels start at most one per CPU at a time, the
-	// oldest waiting NewKernel first. See the package documentation.
+	// oldest waiting NewKernel first. The first ready kernel is the one New
+	// starts to check the sandbox, kept (with the font cache built before
+	// it). See the package documentation.
 	Ready int
 	// MaxReady bounds how many ready kernels the pool keeps when demand
 	// raises its target above Ready: 0 means DefaultMaxReady (32). The
@@ -695,14 +710,23 @@ func New(opts Options) (*Executor, error) {
 	e.launchCh = make(chan func())
 	e.launchWG.Add(1)
 	go e.launcher()
+	// With Ready > 0 the self-test's kernel is kept as the first ready
+	// kernel (see selfTest), so it must copy matplotlib's font cache as
+	// the pool's ready kernels do: the cache is built first.
+	keep := opts.Ready > 0
+	if keep {
+		e.buildFontCache(e.ctx)
+		e.fontCache = true
+	}
 	// Check that a sandbox really starts, with cgroups if any.
-	if err := e.selfTest(); err != nil && e.cg != nil {
+	first, err := e.selfTest(keep)
+	if err != nil && e.cg != nil {
 		e.log.Warn("sandbox: cgroups unusable, falling back to rlimits", "err", err)
 		e.cg.remove()
 		e.cg = nil
 		e.memByUse, e.tasksByUse = false, false
 		e.limits = "rlimits AS+FSIZE+NPROC (cgroup test failed)"
-		err = e.selfTest()
+		first, err = e.selfTest(keep)
 		if err != nil {
 			e.shutdownEarly()
 			return nil, err
@@ -735,6 +759,9 @@ func New(opts Options) (*Executor, error) {
 		user = fmt.Sprintf("uid %d gid %d", e.id.uid, e.id.gid)
 	}
 	e.target, e.maxReady, e.slots = opts.Ready, e.readyCap(), startSlots()
+	if first != nil {
+		e.keepFirst(first)
+	}
 	capacity := "by use" // admission by what the sandboxes use (see Capacity)
 	if e.capacity >= 0 {
 		capacity = strconv.Itoa(e.capacity)
@@ -948,30 +975,66 @@ func (e *Executor) start(cmd *exec.Cmd) error {
 	return <-errc
 }
 
-// selfTest starts one kernel and stops it.
-func (e *Executor) selfTest() error {
+// selfTest starts one kernel, to check that a sandbox starts (with the
+// executor's cgroups, if any). Unless keep, it kills it and returns nil:
+// that kernel imports nothing in the background (no Preload) and its
+// cgroups are named "selftest-". With keep (Options.Ready > 0, matplotlib's
+// font cache already built) it starts it as the pool would start a ready
+// kernel (startOne: role "ready", the configured Preload, which goes on in
+// the background after selfTest returns) and returns it, for keepFirst:
+// the pool's first ready kernel costs no start of its own.
+func (e *Executor) selfTest(keep bool) (*proc, error) {
 	dir, err := e.newDataDir()
 	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	defer removeKernelDirs(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	saved := e.opts.noPreload
-	e.opts.noPreload = true
-	p, err := e.startProc(ctx, dir, "selftest")
-	e.opts.noPreload = saved
+	var p *proc
+	if keep {
+		p, err = e.startProc(ctx, dir, "ready")
+	} else {
+		saved := e.opts.noPreload
+		e.opts.noPreload = true
+		p, err = e.startProc(ctx, dir, "selftest")
+		e.opts.noPreload = saved
+	}
 	if err != nil {
+		_ = removeKernelDirs(dir)
 		switch e.opts.Mode {
 		case ModeBwrap:
-			return fmt.Errorf("sandbox: %w: %v", ErrNoBubblewrap, err)
+			return nil, fmt.Errorf("sandbox: %w: %v", ErrNoBubblewrap, err)
 		case ModeGvisor:
-			return fmt.Errorf("sandbox: %w: %v", ErrNoGvisor, err)
+			return nil, fmt.Errorf("sandbox: %w: %v", ErrNoGvisor, err)
 		}
-		return fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if keep {
+		return p, nil
 	}
 	p.kill()
-	return nil
+	_ = removeKernelDirs(dir)
+	return nil, nil
+}
+
+// keepFirst puts the self-test's kernel p on the ready list, where the pool
+// would have room to start it (the capacity and the pool-wide limits, as
+// reserveLocked checks before a start; with p running, nothing else yet),
+// else kills it. New calls it before the pool runs, which then starts the
+// other Ready-1 kernels. The pool's accounting needs nothing more: a ready
+// kernel counts as one of e.ready (not e.starting), and NewKernel takes it
+// like any other (hitLocked, setSessionOOMScore).
+func (e *Executor) keepFirst(p *proc) {
+	e.mu.Lock()
+	kept := len(e.ready) < e.target && (e.capacity < 0 || len(e.ready) < e.capacity) && e.roomLocked(0) == ""
+	if kept {
+		e.ready = append(e.ready, p)
+	}
+	e.mu.Unlock()
+	if !kept {
+		p.kill()
+		_ = removeKernelDirs(p.dataDir)
+	}
 }
 
 // Info describes the interpreter and the isolation. It is cheap: the
@@ -1033,7 +1096,10 @@ func (e *Executor) BaseDir() string { return e.base }
 // session that works within its own limit (TestReadySandboxesOOMKilledFirst;
 // bwrap only, see setSessionOOMScore).
 // A killed ready kernel is dropped when a session would take it and started
-// again by the refill when there is room.
+// again by the refill when there is room. The first ready kernel is New's
+// self-test's (keepFirst), started like the others after the font cache was
+// built; it enters the ready list before the pool runs and counts as a
+// ready kernel from then on (no start, no reserve).
 const (
 	readyDecay = time.Minute
 	// readyMemShare: demand raises the ready list to at most
@@ -1056,16 +1122,22 @@ func startSlots() int { return max(2, runtime.NumCPU()) }
 func (e *Executor) pool() {
 	defer e.poolWG.Done()
 	// Ready kernels wait for matplotlib's font cache (each copies it at
-	// start); kernels for waiting calls do not.
-	e.poolWG.Add(1)
-	go func() {
-		defer e.poolWG.Done()
-		e.buildFontCache(e.ctx)
-		e.mu.Lock()
-		e.fontCache = true
-		e.mu.Unlock()
-		e.wake()
-	}()
+	// start); kernels for waiting calls do not. With Ready > 0, New built
+	// it before the self-test, whose kernel is the first ready one.
+	e.mu.Lock()
+	built := e.fontCache
+	e.mu.Unlock()
+	if !built {
+		e.poolWG.Add(1)
+		go func() {
+			defer e.poolWG.Done()
+			e.buildFontCache(e.ctx)
+			e.mu.Lock()
+			e.fontCache = true
+			e.mu.Unlock()
+			e.wake()
+		}()
+	}
 	tick := time.NewTicker(e.opts.readyDecay / 6)
 	defer tick.Stop()
 	for {
