@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,45 +38,59 @@ func TestServiceErrors(t *testing.T) {
 		{"403 no body", http.StatusForbidden, "", "", "", true, `"Azure ContainerApps Session Executor"`},
 		{"403 with body", http.StatusForbidden, "", `{"error":{"code":"AuthorizationFailed","message":"no role"}}`, "AuthorizationFailed", true, RoleSessionExecutor},
 	}
+	// One fake pool (TLS, credential) per api-version answers its cases one
+	// after another (a TLS server and handshake per case cost more than the
+	// operations).
 	for _, version := range []string{APIVersion20240202Preview, APIVersion20251002Preview} {
-		for _, c := range cases {
-			t.Run(version+"/"+c.name, func(t *testing.T) {
-				p := setup(t, version, withCredential(), withFallback(func(w http.ResponseWriter, r *http.Request) {
-					if c.header != "" {
-						w.Header().Set("x-ms-error-code", c.header)
-					}
-					if c.body != "" {
-						w.Header().Set("Content-Type", "application/json")
-					}
-					w.WriteHeader(c.status)
-					_, _ = w.Write([]byte(c.body))
-				}))
-				for _, op := range allOps(t, version, "x.txt", t.TempDir()) {
-					before := p.count()
-					err := op.call(context.Background(), p.client.Session(testIdentifier))
-					require.Error(t, err, op.name)
-					var re *azcore.ResponseError
-					require.ErrorAs(t, err, &re, op.name)
-					require.Equal(t, c.status, re.StatusCode, op.name)
-					require.Equal(t, c.wantCode, re.ErrorCode, op.name)
-					require.NotNil(t, re.RawResponse, op.name)
-					require.NotErrorIs(t, err, ErrExecutionOutcomeUnknown, op.name)
-					var ae *AuthError
-					if c.auth {
-						require.ErrorAs(t, err, &ae, op.name)
-						require.Same(t, re, ae.ResponseError)
-						require.Contains(t, err.Error(), c.hint, op.name)
-					} else {
-						require.False(t, errors.As(err, &ae), op.name)
-					}
-					want := 1
-					if c.status == http.StatusUnauthorized {
-						want = 2 // a 401 is sent once more with a freshly fetched token
-					}
-					require.Equal(t, want, p.count()-before, "%s: a 4xx is not retried (a 401 once)", op.name)
+		t.Run(version, func(t *testing.T) {
+			var mu sync.Mutex
+			current := cases[0] // the running subtest's case
+			p := setup(t, version, withCredential(), withFallback(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				c := current
+				mu.Unlock()
+				if c.header != "" {
+					w.Header().Set("x-ms-error-code", c.header)
 				}
-			})
-		}
+				if c.body != "" {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				w.WriteHeader(c.status)
+				_, _ = w.Write([]byte(c.body))
+			}))
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					c := tc
+					mu.Lock()
+					current = c
+					mu.Unlock()
+					for _, op := range allOps(t, version, "x.txt", t.TempDir()) {
+						before := p.count()
+						err := op.call(context.Background(), p.client.Session(testIdentifier))
+						require.Error(t, err, op.name)
+						var re *azcore.ResponseError
+						require.ErrorAs(t, err, &re, op.name)
+						require.Equal(t, c.status, re.StatusCode, op.name)
+						require.Equal(t, c.wantCode, re.ErrorCode, op.name)
+						require.NotNil(t, re.RawResponse, op.name)
+						require.NotErrorIs(t, err, ErrExecutionOutcomeUnknown, op.name)
+						var ae *AuthError
+						if c.auth {
+							require.ErrorAs(t, err, &ae, op.name)
+							require.Same(t, re, ae.ResponseError)
+							require.Contains(t, err.Error(), c.hint, op.name)
+						} else {
+							require.False(t, errors.As(err, &ae), op.name)
+						}
+						want := 1
+						if c.status == http.StatusUnauthorized {
+							want = 2 // a 401 is sent once more with a freshly fetched token
+						}
+						require.Equal(t, want, p.count()-before, "%s: a 4xx is not retried (a 401 once)", op.name)
+					}
+				})
+			}
+		})
 	}
 }
 
