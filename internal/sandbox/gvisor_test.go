@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,11 @@ import (
 )
 
 // TestGvisorSmoke runs cells in a gVisor kernel: state persists, output and
-// values come back, files written in /mnt/data appear in the data directory.
+// values come back, files written in /mnt/data appear in the data directory,
+// and a file the host writes into the data directory while the kernel runs
+// appears in /mnt/data after the kernel looked it up and listed the
+// directory (the Sentry revalidates that mount: no read-only system mount's
+// exclusive caching, gvisorExclusiveHint).
 func TestGvisorSmoke(t *testing.T) {
 	t.Parallel()
 	requireGvisor(t)
@@ -25,6 +30,57 @@ func TestGvisorSmoke(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(k.DataDir(), "f.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "data", string(data))
+
+	res = requireOK(t, k, "import json, os\nprint(json.dumps([os.path.exists('/mnt/data/later.txt'), sorted(os.listdir('/mnt/data'))]))")
+	require.JSONEq(t, `[false, ["f.txt"]]`, res.Stdout)
+	require.NoError(t, os.WriteFile(filepath.Join(k.DataDir(), "later.txt"), []byte("from the host"), 0o644))
+	res = requireOK(t, k, "print(json.dumps([open('/mnt/data/later.txt').read(), sorted(os.listdir('/mnt/data'))]))")
+	require.JSONEq(t, `["from the host", ["f.txt", "later.txt"]]`, res.Stdout)
+}
+
+// TestGvisorExclusiveHints: the bundle's mount hints (gvisorExclusiveHint)
+// name only read-only binds, never the data directory, the socket
+// directories or a tmpfs; /usr has one.
+func TestGvisorExclusiveHints(t *testing.T) {
+	t.Parallel()
+	requireGvisor(t)
+	e := sharedFor(t, testOptions(ModeGvisor))
+	dataDir := filepath.Join(t.TempDir(), "data")
+	_, c, err := e.gvisorArgs(dataDir, e.procEnv(), e.newDriverConfig(), e.program())
+	require.NoError(t, err)
+	defer c.remove()
+	raw, err := os.ReadFile(filepath.Join(c.bundle, "config.json"))
+	require.NoError(t, err)
+	var spec ociSpec
+	require.NoError(t, json.Unmarshal(raw, &spec))
+	sources := map[string]bool{}
+	for k, v := range spec.Annotations {
+		name, field, ok := strings.Cut(strings.TrimPrefix(k, "dev.gvisor.spec.mount."), ".")
+		require.True(t, ok && strings.HasPrefix(k, "dev.gvisor.spec.mount."), k)
+		switch field {
+		case "source":
+			sources[v] = true
+		case "type":
+			require.Equal(t, "bind", v, name)
+		case "share":
+			require.Equal(t, "container", v, name)
+		default:
+			t.Fatalf("unexpected hint field %s", k)
+		}
+	}
+	require.True(t, sources["/usr"], "no hint for /usr: %v", sources)
+	hinted := 0
+	for _, m := range spec.Mounts {
+		if !sources[m.Source] {
+			continue
+		}
+		hinted++
+		require.Equal(t, "bind", m.Type, m.Destination)
+		require.Contains(t, m.Options, "ro", m.Destination)
+		require.NotContains(t, m.Options, "rw", m.Destination)
+		require.NotContains(t, []string{sandboxData, gvisorIODir, sandboxProxyDir}, m.Destination)
+	}
+	require.Len(t, sources, hinted, "a hint names no mount or several")
 }
 
 // TestGvisorKernelIsGvisor checks that session code talks to gVisor's
