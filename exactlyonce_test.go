@@ -281,3 +281,76 @@ func TestExecuteNothingSentIsNotUnknown(t *testing.T) {
 		p.requireNoIO(t)
 	})
 }
+
+// cancelOnAnswer is a Transporter that ends the caller's context (cancel)
+// once the service's answer has arrived, before passing it on: the caller's
+// deadline passes just as the answer comes back. azcore's retry policy then
+// returns the caller's context error instead of the answer.
+type cancelOnAnswer struct {
+	next   policy.Transporter
+	cancel context.CancelFunc
+}
+
+func (c cancelOnAnswer) Do(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.Do(req)
+	if err == nil {
+		c.cancel()
+	}
+	return resp, err
+}
+
+// TestExecuteAnswerAsContextEnds (found by a helper reading execute.go): the
+// answer to the POST arrives, so the code ran, but the caller's context ends
+// at that moment and azcore's retry policy returns the context's error in
+// place of the answer. That error must say the outcome is unknown (the
+// caller must not send the code again), not the plain context error that
+// means it did not run. An answer that proves nothing ran (429, 400) keeps
+// the plain error.
+func TestExecuteAnswerAsContextEnds(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string
+		status  int
+		body    []byte
+		unknown bool
+	}{
+		{"200 legacy", APIVersion20240202Preview, http.StatusOK, legacyResult("Success", "ran\n", "", "executionResult", "1"), true},
+		{"200", APIVersion20251002Preview, http.StatusOK, newResult("Succeeded", "ran\n", "", "1"), true},
+		{"202", APIVersion20251002Preview, http.StatusAccepted, []byte(`{"identifier":"x","executionType":"Synchronous","status":"Running"}`), true},
+		{"502", APIVersion20251002Preview, http.StatusBadGateway, []byte(`{"error":{"code":"BadGateway","message":"upstream"}}`), true},
+		{"429", APIVersion20251002Preview, http.StatusTooManyRequests, []byte(`{"error":{"code":"TooManyRequests","message":"slow down"}}`), false},
+		{"400", APIVersion20251002Preview, http.StatusBadRequest, []byte(`{"error":{"code":"InvalidCode","message":"no"}}`), false},
+	}
+	calls := map[string]func(ctx context.Context, s *Session) error{
+		"Execute": func(ctx context.Context, s *Session) error {
+			_, err := s.Execute(ctx, "x", nil)
+			return err
+		},
+		"BeginExecute": func(ctx context.Context, s *Session) error {
+			_, err := s.BeginExecute(ctx, "x", nil)
+			return err
+		},
+	}
+	for _, tt := range tests {
+		for name, call := range calls {
+			if name == "BeginExecute" && tt.version == APIVersion20240202Preview {
+				continue // the legacy versions have no BeginExecute
+			}
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				p := setup(t, tt.version,
+					withOptions(func(o *ClientOptions) { o.Transport = cancelOnAnswer{next: o.Transport, cancel: cancel} }),
+					withFallback(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, tt.status, tt.body) }))
+				err := call(ctx, p.client.Session(testIdentifier))
+				require.ErrorIs(t, err, context.Canceled)
+				if tt.unknown {
+					require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+				} else {
+					require.NotErrorIs(t, err, ErrExecutionOutcomeUnknown)
+				}
+				require.Equal(t, 1, p.count(), "sent once, never again")
+			})
+		}
+	}
+}

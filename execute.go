@@ -810,8 +810,13 @@ func notSent(err error) bool {
 }
 
 // sendTracker records, for one execution request, whether its last try may
-// have reached the service: sendTrackerPolicy sets it for each try that
-// reaches the transport. A try counts as sent once net/http wrote the whole
+// have made the service run the code: sendTrackerPolicy sets it for each
+// try that reaches the transport. A try with an answer counts unless its
+// status proves a refusal (ambiguousStatus: a 4xx other than 408), even a
+// 200: azcore's retry policy returns the caller's context error instead of
+// the answer when that context ended as the answer arrived, and that error
+// must then say the outcome is unknown (TestExecuteAnswerAsContextEnds). A
+// failed try counts once net/http wrote the whole
 // request (headers and body) or an answer began to arrive (net/http waits
 // for its writer before it returns an error, so the flag is settled then;
 // with an answer, WroteRequest may come late, GotFirstResponseByte does
@@ -864,7 +869,15 @@ func (sendTrackerPolicy) Do(req *policy.Request) (*http.Response, error) {
 	// GetBody (policy.Request.RewindBody).
 	try.Raw().GetBody = nil
 	resp, err := try.Next()
-	t.sent.Store(err != nil && (wrote.Load() || !gotConn.Load()))
+	if err == nil {
+		// An answer: the request arrived, and only a refusal's status
+		// proves the code did not run. Kept even for a 200, because the
+		// retry policy may still return ctx's error in its place (the
+		// caller's deadline passing as the answer came back).
+		t.sent.Store(ambiguousStatus(resp.StatusCode))
+	} else {
+		t.sent.Store(wrote.Load() || !gotConn.Load())
+	}
 	return resp, err
 }
 
