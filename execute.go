@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -845,17 +846,29 @@ func (sendTrackerPolicy) Do(req *policy.Request) (*http.Response, error) {
 		t.sent.Store(false)
 		return nil, err
 	}
-	var gotConn, wrote atomic.Bool
+	var gotConn, wrote, writeFailed, bodyRead atomic.Bool
 	ctx := httptrace.WithClientTrace(req.Raw().Context(), &httptrace.ClientTrace{
 		GetConn:              func(string) { gotConn.Store(true) },
 		GotFirstResponseByte: func() { wrote.Store(true) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
+			} else {
+				writeFailed.Store(true)
 			}
 		},
 	})
 	try := req.WithContext(ctx)
+	// HTTP/2 writes the request from a goroutine of its own, and RoundTrip
+	// returns as soon as the try's context ends, without waiting for that
+	// writer: a write of the last DATA frame (END_STREAM) held back by TCP
+	// back-pressure completes afterwards, and WroteRequest comes too late
+	// (TestExecuteH2LastFrameFlushedAfterTry: the code ran, and ran twice
+	// after a per-try timeout). So a try whose body the transport read
+	// whole counts as sent unless its write is known to have failed.
+	if b := try.Raw().Body; b != nil && b != http.NoBody {
+		try.Raw().Body = &bodyReadTracker{ReadCloser: b, left: try.Raw().ContentLength, done: &bodyRead}
+	}
 	// The transport must not re-send the body by itself: net/http's HTTP/2
 	// client replays a request whose stream the peer reset (PROTOCOL_ERROR,
 	// REFUSED_STREAM) or after a GOAWAY when GetBody is set, which azcore
@@ -876,9 +889,32 @@ func (sendTrackerPolicy) Do(req *policy.Request) (*http.Response, error) {
 		// caller's deadline passing as the answer came back).
 		t.sent.Store(ambiguousStatus(resp.StatusCode))
 	} else {
-		t.sent.Store(wrote.Load() || !gotConn.Load())
+		t.sent.Store(wrote.Load() || !gotConn.Load() || (bodyRead.Load() && !writeFailed.Load()))
 	}
 	return resp, err
+}
+
+// bodyReadTracker sets done once the transport has read the whole request
+// body (io.EOF, or its Content-Length): from then on its last bytes may be
+// on their way to the service (sendTrackerPolicy).
+type bodyReadTracker struct {
+	io.ReadCloser
+	left int64 // bytes of the Content-Length still unread (<= 0: unknown or none)
+	done *atomic.Bool
+}
+
+func (b *bodyReadTracker) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+		if b.left <= 0 {
+			b.done.Store(true)
+		}
+	}
+	if err == io.EOF {
+		b.done.Store(true)
+	}
+	return n, err
 }
 
 // legacyState maps a legacy answer to the executions contract's shape.
