@@ -914,6 +914,12 @@ type Kernel struct {
 
 	stopWatch chan struct{} // closed by Close: the watcher returns
 	watchWG   sync.WaitGroup
+	// closeDone is closed when the first Close has finished; a concurrent
+	// Close (Executor.Close while the session's own Close runs) waits for
+	// it, so that Executor.Close does not return, and remove the
+	// executor's cgroups and directories, while the sandbox is being killed
+	// (TestCloseWaitsForKernelClose). Guarded by pmu.
+	closeDone chan struct{}
 
 	// killGrace, when set, replaces Options.killGrace for this kernel
 	// (tests that wait for a kill after the grace shorten it; set before
@@ -1514,14 +1520,21 @@ func (k *Kernel) fill(res *kernel.Result, p *proc, outputMax int, before []strin
 
 // Close kills the kernel and removes its data directory: the directory is
 // gone when Close returns, its content is deleted in the background (see
-// Executor.Close, which waits for that). It is idempotent.
+// Executor.Close, which waits for that). It is idempotent: a Close while
+// another runs waits for that one to finish, and returns nil.
 func (k *Kernel) Close() error {
 	k.pmu.Lock()
 	if k.closed {
+		done := k.closeDone
 		k.pmu.Unlock()
+		if done != nil {
+			<-done
+		}
 		return nil
 	}
 	k.closed = true
+	k.closeDone = make(chan struct{})
+	defer close(k.closeDone)
 	p := k.p
 	if k.stopWatch != nil {
 		close(k.stopWatch)

@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/azsessions/azsessions/internal/testenv"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCloseWaitsForKernelClose: a Kernel.Close that runs while
+// Executor.Close runs (a session deleted or expired as the emulator shuts
+// down) is still killing its sandbox when Executor.Close, whose own
+// Kernel.Close of that kernel returns at once, removes the executor's
+// cgroups and directories. Executor.Close must not return before that
+// kernel's sandbox is gone, and the executor's cgroups must not be left
+// behind (rmdir of a parent fails while a kernel's group still exists).
+func TestCloseWaitsForKernelClose(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		base := testenv.DataDir(t)
+		e, err := newExecutor(Options{Mode: opts.Mode, DataDir: filepath.Join(base, "data"), Ready: 0, noPreload: true, noFontCache: true})
+		require.NoError(t, err)
+		k := newKernel(t, e)
+		// processes for the kernel's close to kill
+		requireOK(t, k, "import subprocess\nps = [subprocess.Popen(['sleep', '1000']) for _ in range(50)]")
+		execDir := e.BaseDir()
+		var cgDirs []string
+		if e.cg != nil {
+			cgDirs = e.cg.bases
+		}
+		require.NotEmpty(t, findProcs(t, execDir))
+		kclosed := make(chan error, 1)
+		go func() { kclosed <- k.Close() }()
+		require.Eventually(t, func() bool {
+			k.pmu.Lock()
+			defer k.pmu.Unlock()
+			return k.closed
+		}, time.Minute, time.Millisecond)
+		require.NoError(t, e.Close())
+		require.Empty(t, findProcs(t, execDir), "Executor.Close returned while a kernel's sandbox still ran")
+		require.NoError(t, <-kclosed)
+		for _, d := range cgDirs {
+			_, err := os.Stat(d)
+			require.ErrorIs(t, err, os.ErrNotExist, "the executor's cgroup %s was left behind", d)
+		}
+		ents, err := os.ReadDir(filepath.Join(base, "data"))
+		require.NoError(t, err)
+		require.Empty(t, ents)
+	})
+}
