@@ -51,3 +51,53 @@ func TestCloseWaitsForKernelClose(t *testing.T) {
 		require.Empty(t, ents)
 	})
 }
+
+// TestCloseKillsKernelHandedToWaiter: the pool hands a started kernel to a
+// waiting NewKernel (handLocked: off the waiters, not yet one of the
+// executor's kernels) and Executor.Close runs before that call took it (its
+// goroutine not yet scheduled). Close must kill that sandbox too: it is on
+// no list Close walks, and the call kills it only when it next runs, after
+// Close removed the executor's cgroups (left behind) and directories.
+func TestCloseKillsKernelHandedToWaiter(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		base := testenv.DataDir(t)
+		e, err := newExecutor(Options{Mode: opts.Mode, DataDir: filepath.Join(base, "data"), Ready: 0, noPreload: true, noFontCache: true})
+		require.NoError(t, err)
+		var cgDirs []string
+		if e.cg != nil {
+			cgDirs = e.cg.bases
+		}
+		execDir := e.BaseDir()
+		// what NewKernel does before it waits, for a call that is then slow
+		// to take what it was handed
+		w := make(chan startResult, 1)
+		t.Cleanup(func() {
+			_ = e.Close()
+			// the call runs at last: it finds the executor closed
+			if r := <-w; r.p != nil {
+				e.mu.Lock()
+				delete(e.handed, r.p)
+				e.mu.Unlock()
+				r.p.kill()
+				_ = removeKernelDirs(r.p.dataDir)
+			}
+			for _, d := range cgDirs {
+				_ = os.Remove(d) // when the test failed
+			}
+		})
+		e.mu.Lock()
+		e.waiters = append(e.waiters, w)
+		e.missLocked()
+		e.mu.Unlock()
+		e.wake()
+		require.Eventually(t, func() bool { return len(w) == 1 }, 2*time.Minute, 5*time.Millisecond, "no kernel was handed over")
+		require.NotEmpty(t, findProcs(t, execDir))
+		require.NoError(t, e.Close())
+		require.Empty(t, findProcs(t, execDir), "Executor.Close returned while the handed kernel's sandbox still ran")
+		for _, d := range cgDirs {
+			_, err := os.Stat(d)
+			require.ErrorIs(t, err, os.ErrNotExist, "the executor's cgroup %s was left behind", d)
+		}
+	})
+}

@@ -103,7 +103,7 @@ func TestPoolWaiterCanceled(t *testing.T) {
 	require.Eventually(t, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return len(e.ready)+e.starting <= 1 && len(e.waiters) == 0 && e.handed == 0
+		return len(e.ready)+e.starting <= 1 && len(e.waiters) == 0 && len(e.handed) == 0
 	}, time.Minute, 20*time.Millisecond)
 	k := newKernel(t, e)
 	requireOK(t, k, "1")

@@ -308,7 +308,7 @@ func TestReadyWithinCapacity(t *testing.T) {
 	)
 	check := func(e *Executor) {
 		e.mu.Lock()
-		n := len(e.ready) + len(e.kernels) + e.starting + e.handed
+		n := len(e.ready) + len(e.kernels) + e.starting + len(e.handed)
 		e.mu.Unlock()
 		if n > e.capacity {
 			mu.Lock()

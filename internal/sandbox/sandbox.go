@@ -526,7 +526,10 @@ type Executor struct {
 	// waiters are NewKernel calls that found no ready kernel, oldest first:
 	// each kernel that finishes starting goes to the oldest one (see pool).
 	waiters []chan startResult
-	handed  int // kernels handed to a waiter, not yet in kernels
+	// handed are the kernels handed to a waiting NewKernel, not yet in
+	// kernels: Close kills them too (the call may take one only after Close;
+	// TestCloseKillsKernelHandedToWaiter).
+	handed map[*proc]struct{}
 	// target is the number of ready kernels the pool keeps: Options.Ready,
 	// raised to the demand of a burst up to maxReady (the ready cap) and
 	// lowered again by one per readyDecay without such demand (see
@@ -646,7 +649,7 @@ func New(opts Options) (*Executor, error) {
 		preload = []string{}
 	}
 	opts.Preload = preload
-	e := &Executor{opts: opts, log: opts.Logger, kernels: map[*Kernel]struct{}{}, wakeup: make(chan struct{}, 1)}
+	e := &Executor{opts: opts, log: opts.Logger, kernels: map[*Kernel]struct{}{}, handed: map[*proc]struct{}{}, wakeup: make(chan struct{}, 1)}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -1286,7 +1289,7 @@ func (e *Executor) handLocked(p *proc) {
 	}
 	w := e.waiters[0]
 	e.waiters = e.waiters[1:]
-	e.handed++
+	e.handed[p] = struct{}{}
 	w <- startResult{p: p}
 }
 
@@ -1469,7 +1472,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		// A kernel was handed over meanwhile: pass it on.
 		if r = <-w; r.p != nil {
 			e.mu.Lock()
-			e.handed--
+			delete(e.handed, r.p)
 			if e.closed {
 				e.mu.Unlock()
 				r.p.kill()
@@ -1485,7 +1488,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		return nil, r.err
 	}
 	e.mu.Lock()
-	e.handed--
+	delete(e.handed, r.p)
 	if e.closed {
 		e.mu.Unlock()
 		r.p.kill()
@@ -1523,6 +1526,9 @@ func (e *Executor) Close() error {
 		kernels := make([]*Kernel, 0, len(e.kernels))
 		for k := range e.kernels {
 			kernels = append(kernels, k)
+		}
+		for p := range e.handed { // NewKernel finds e.closed and kills it again
+			ready = append(ready, p)
 		}
 		e.mu.Unlock()
 		var errs []error
@@ -1767,7 +1773,7 @@ func (e *Executor) roomLocked(pending int) string {
 // above what its kernels will use (100 gVisor kernels at 128 MiB each pass
 // a 11.5 GiB budget they fit in). e.mu must be held.
 func (e *Executor) admitLocked() string {
-	if e.capacity >= 0 && len(e.kernels)+e.handed+len(e.waiters) >= e.capacity {
+	if e.capacity >= 0 && len(e.kernels)+len(e.handed)+len(e.waiters) >= e.capacity {
 		return fmt.Sprintf("%d kernels of %d bytes of memory each in %d", e.capacity, e.opts.MemoryLimitBytes, e.opts.MaxTotalMemoryBytes)
 	}
 	return e.roomLocked(e.starting + 1)
@@ -1778,7 +1784,7 @@ func (e *Executor) admitLocked() string {
 // e.ready or handed to a waiting NewKernel, or failed to start. e.mu must
 // be held.
 func (e *Executor) reserveLocked() bool {
-	if e.capacity >= 0 && len(e.ready)+len(e.kernels)+e.starting+e.handed >= e.capacity {
+	if e.capacity >= 0 && len(e.ready)+len(e.kernels)+e.starting+len(e.handed) >= e.capacity {
 		return false
 	}
 	if e.roomLocked(e.starting+1) != "" {
