@@ -821,8 +821,11 @@ func notSent(err error) bool {
 // request (headers and body) or an answer began to arrive (net/http waits
 // for its writer before it returns an error, so the flag is settled then;
 // with an answer, WroteRequest may come late, GotFirstResponseByte does
-// not), or when the transport cannot be observed (a
-// custom Transporter that reports no connection events). It does not count
+// not), or once the transport read the whole body unless the write is
+// known to have failed (HTTP/2 returns on the try's context without
+// waiting for its writer, whose last frame may still go out:
+// TestExecuteH2LastFrameFlushedAfterTry), or when the transport cannot be
+// observed (a custom Transporter that reports no connection events). It does not count
 // when ctx had ended before the try, or the connection failed before the
 // request was complete (dial, TLS handshake, a reset while the body was
 // being written): a server cannot run a request whose body it did not get
