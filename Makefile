@@ -9,7 +9,7 @@ DEBIAN_PACKAGES := bubblewrap python3 python3-ipython python3-numpy python3-pand
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BENCHTIME ?= 1x
 
-.PHONY: demo test test-inspector deps lint vet bench bench-smoke emulator
+.PHONY: demo test test-inspector deps lint vet cross bench bench-smoke emulator
 
 demo: deps
 	$(GO) run ./examples/quickstart
@@ -49,6 +49,18 @@ lint:
 vet:
 	@echo "== go vet $(MODULES)"
 	$(GO) vet $(addsuffix /...,$(MODULES))
+
+# cross runs go vet (which compiles the tests too) over every module for
+# macOS and Windows: the client, the fake (azsessionstest), the emulator with
+# its scripted executors and the commands must build there; only the sandbox
+# (internal/sandbox, bubblewrap/gVisor) is Linux-only. .ci/run runs it after
+# make lint.
+CROSS_TARGETS := darwin/amd64 darwin/arm64 windows/amd64
+cross:
+	@for t in $(CROSS_TARGETS); do \
+		echo "== GOOS/GOARCH=$$t go vet $(MODULES)"; \
+		GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet $(addsuffix /...,$(MODULES)) || exit 1; \
+	done
 
 # deps installs the Debian packages when one is missing (with sudo when not root).
 deps:

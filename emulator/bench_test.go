@@ -1,3 +1,5 @@
+//go:build linux
+
 package emulator_test
 
 // Benchmarks of the emulator with real Python in bubblewrap, over HTTP with

@@ -386,7 +386,7 @@ func (h *Handler) list(c *call, root *os.Root, dir string, recursive, filesOnly 
 // at once on anything else: a FIFO put in place of the directory would block
 // a plain open forever.
 func openDir(root *os.Root, dir string) (*os.File, error) {
-	return root.OpenFile(orDot(dir), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	return root.OpenFile(orDot(dir), os.O_RDONLY|oDirectory, 0)
 }
 
 // openRegular opens a regular file of the data directory for reading. It
@@ -633,11 +633,11 @@ func replacedBytes(root *os.Root, rel string) int64 {
 	if err != nil || !fi.Mode().IsRegular() {
 		return 0
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		if st.Nlink > 1 {
+	if nlink, blocks, ok := fileBlocks(fi); ok {
+		if nlink > 1 {
 			return 0
 		}
-		return int64(st.Blocks) * 512
+		return blocks
 	}
 	return fi.Size()
 }

@@ -1,3 +1,6 @@
+//go:build !windows
+
+// Uses FIFOs (syscall.Mkfifo, Mknod), which Windows has not.
 package emulator_test
 
 import (

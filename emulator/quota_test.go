@@ -1,3 +1,6 @@
+//go:build !windows
+
+// Counts blocks with syscall.Stat_t, which Windows has not.
 package emulator_test
 
 import (

@@ -68,10 +68,12 @@ var ErrNoGvisor = sandbox.ErrNoGvisor
 // mounted at /mnt/data. The error wraps ErrNoBubblewrap when bwrap is needed
 // and missing, ErrNoGvisor when runsc is; it is also an error when the
 // interpreter does not run. Handler.Close closes it.
+//
+// It needs Linux, in every mode (SandboxNone too: its limits, process
+// handling and data directory watcher use Linux interfaces). On other
+// systems it returns an error that wraps errors.ErrUnsupported, and
+// ErrNoBubblewrap or ErrNoGvisor for those modes; ScriptedExecutor and
+// EchoExecutor work everywhere.
 func NewSandboxExecutor(opts SandboxOptions) (Executor, error) {
-	ex, err := sandbox.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	return ex, nil
+	return newSandboxExecutor(opts)
 }

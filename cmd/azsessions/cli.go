@@ -119,7 +119,7 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 		}
 		exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: c.sandbox, Python: c.python, Ready: 1})
 		if err != nil {
-			if errors.Is(err, emulator.ErrNoBubblewrap) {
+			if errors.Is(err, emulator.ErrNoBubblewrap) && !errors.Is(err, errors.ErrUnsupported) { // ErrUnsupported: not Linux
 				return nil, fmt.Errorf("emulator: %w (install bubblewrap, or use --sandbox=none for trusted code only)", err)
 			}
 			return nil, fmt.Errorf("emulator: %w", err)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 // Custom containers (kernel.Container): a kernel runs the pool's command in

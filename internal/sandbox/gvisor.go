@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 // gVisor backend (Options.Mode "gvisor"): each kernel runs in a gVisor
@@ -81,13 +83,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ModeGvisor isolates each kernel in a gVisor sandbox (runsc), for Options.Mode.
-const ModeGvisor = "gvisor"
-
-// ErrNoGvisor is wrapped by the error of New when Mode is "gvisor" and runsc
-// is missing or cannot create a sandbox on this machine.
-var ErrNoGvisor = errors.New(`gVisor (runsc) is missing or unusable: install the Debian package "runsc" (apt-get install runsc) and run the emulator as root, or use -sandbox=bwrap`)
 
 // gvisorPlatform is runsc's --platform (see the comment at the top).
 const gvisorPlatform = "ptrace"

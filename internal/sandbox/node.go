@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 // Node.js kernels (Options.Runtime RuntimeNode, for NodeLTS session pools).
@@ -49,14 +51,6 @@ import (
 
 //go:embed driver.js
 var nodeDriverSource []byte
-
-// Runtimes for Options.Runtime.
-const (
-	// RuntimePython runs Python cells (driver.py; the default).
-	RuntimePython = "python"
-	// RuntimeNode runs JavaScript cells in Node.js (driver.js).
-	RuntimeNode = "node"
-)
 
 // sandboxNode is where a Node.js executable from outside the system
 // directories is bound in the sandbox.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 // ReadyKernels is the number of started kernels waiting in the pool that

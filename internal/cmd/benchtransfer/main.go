@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command benchtransfer measures what only a whole process shows: the peak
 // resident memory (getrusage ru_maxrss, the kernel's accounting) and the
 // throughput of a client process that uploads or downloads a large file,
@@ -12,6 +14,9 @@
 // (raw, sdk) runs `benchtransfer client` -runs times as a child process, and prints
 // a Markdown table of medians. The SDK refuses uploads over 128 MiB (the
 // service's limit) before any I/O; that row says so.
+//
+// It builds on Linux only, where ru_maxrss is in KiB (macOS counts bytes,
+// Windows has none): its figures are Linux's, like the sandbox's.
 package main
 
 import (
