@@ -23,16 +23,11 @@ func TestCloseWaitsForKernelClose(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		base := testenv.DataDir(t)
-		e, err := newExecutor(Options{Mode: opts.Mode, DataDir: filepath.Join(base, "data"), Ready: 0, noPreload: true, noFontCache: true})
-		require.NoError(t, err)
+		e, cgDirs := closeTestExecutor(t, opts.Mode, base, 0)
 		k := newKernel(t, e)
 		// processes for the kernel's close to kill
 		requireOK(t, k, "import subprocess\nps = [subprocess.Popen(['sleep', '1000']) for _ in range(50)]")
 		execDir := e.BaseDir()
-		var cgDirs []string
-		if e.cg != nil {
-			cgDirs = e.cg.bases
-		}
 		require.NotEmpty(t, findProcs(t, execDir))
 		kclosed := make(chan error, 1)
 		go func() { kclosed <- k.Close() }()
@@ -64,12 +59,7 @@ func TestCloseKillsKernelHandedToWaiter(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		base := testenv.DataDir(t)
-		e, err := newExecutor(Options{Mode: opts.Mode, DataDir: filepath.Join(base, "data"), Ready: 0, noPreload: true, noFontCache: true})
-		require.NoError(t, err)
-		var cgDirs []string
-		if e.cg != nil {
-			cgDirs = e.cg.bases
-		}
+		e, cgDirs := closeTestExecutor(t, opts.Mode, base, 0)
 		execDir := e.BaseDir()
 		// what NewKernel does before it waits, for a call that is then slow
 		// to take what it was handed
@@ -102,4 +92,18 @@ func TestCloseKillsKernelHandedToWaiter(t *testing.T) {
 			require.ErrorIs(t, err, os.ErrNotExist, "the executor's cgroup %s was left behind", d)
 		}
 	})
+}
+
+// closeTestExecutor is an executor for the Close tests (no preload, no font
+// cache, Ready kernels as given, its data directories under base/data) and
+// its cgroup bases (nil without cgroups), which must be gone after Close.
+func closeTestExecutor(t *testing.T, mode, base string, ready int) (*Executor, []string) {
+	t.Helper()
+	e, err := newExecutor(Options{Mode: mode, DataDir: filepath.Join(base, "data"), Ready: ready, noPreload: true, noFontCache: true})
+	require.NoError(t, err)
+	var cgDirs []string
+	if e.cg != nil {
+		cgDirs = e.cg.bases
+	}
+	return e, cgDirs
 }

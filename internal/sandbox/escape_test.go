@@ -235,8 +235,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 
 func testCloseLeavesNothing(t *testing.T, mode string) {
 	base := testenv.DataDir(t)
-	e, err := newExecutor(Options{Mode: mode, DataDir: filepath.Join(base, "data"), Ready: 1, noPreload: true, noFontCache: true})
-	require.NoError(t, err)
+	e, _ := closeTestExecutor(t, mode, base, 1)
 	k := newKernel(t, e)
 	marker := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
 	requireOK(t, k, "import subprocess\np = subprocess.Popen(['sleep', '1000."+marker+"'], start_new_session=True)")
