@@ -109,7 +109,7 @@ type gvisorContainer struct {
 	ln     *net.UnixListener
 	sock   string
 	// later counts removeLater's removals, which Executor.Close waits for
-	// (the executor's gvWG).
+	// (the executor's rmWG).
 	later *sync.WaitGroup
 }
 
@@ -253,7 +253,7 @@ type ociNamespace struct {
 // returns the runsc command line and the container, whose listener the
 // driver connects to.
 func (e *Executor) gvisorArgs(dataDir string, env map[string]string, cfg driverConfig, prog programArgs) ([]string, *gvisorContainer, error) {
-	c := &gvisorContainer{runsc: e.runsc, root: filepath.Join(e.gvDir, "state"), id: "azs-" + randHex(8), later: &e.gvWG}
+	c := &gvisorContainer{runsc: e.runsc, root: filepath.Join(e.gvDir, "state"), id: "azs-" + randHex(8), later: &e.rmWG}
 	c.bundle = filepath.Join(e.gvDir, c.id)
 	fail := func(err error) ([]string, *gvisorContainer, error) {
 		c.remove()

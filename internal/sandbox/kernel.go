@@ -435,10 +435,13 @@ func (e *Executor) sessionOOMScoreAdj() int {
 // effort: a process that exited meanwhile is skipped, and without cgroups
 // (no cgroup-joining shell) nothing was raised.
 //
-// Not on gVisor (not verified there): its host processes include stub
-// processes that runsc creates as the session's code runs, which this does
-// not follow. gVisor sandboxes all keep oomScoreAdj, as before: there the
-// victim is the largest process.
+// Not on gVisor: its host processes include stub processes that runsc
+// creates as the session's code runs, which this does not follow, and the
+// scores would not decide anyway: a gVisor session's memory is its Sentry's
+// memory file, charged to the pool's cgroup but in no process's resident
+// set, so the OOM killer picks among gVisor sandboxes by the little they
+// show (dmesg: a Sentry of ~50 MB killed while another sandbox held 600
+// MiB; README, gVisor limitations). gVisor sandboxes all keep oomScoreAdj.
 func (e *Executor) setSessionOOMScore(p *proc) {
 	if p == nil || p.cg == nil || len(p.cg.dirs) == 0 || e.opts.Mode == ModeGvisor {
 		return

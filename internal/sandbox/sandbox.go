@@ -330,8 +330,7 @@ type Executor struct {
 	noUserns bool // bwrap supports --disable-userns
 	launchCh chan func()
 	launchWG sync.WaitGroup
-	rmWG     sync.WaitGroup // background removals of closed kernels' data
-	gvWG     sync.WaitGroup // background removals of dead gVisor containers' state (removeLater)
+	rmWG     sync.WaitGroup // background removals: closed kernels' data, dead gVisor containers' state
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -1364,7 +1363,6 @@ func (e *Executor) Close() error {
 			}
 		}
 		e.rmWG.Wait()
-		e.gvWG.Wait()
 		e.mu.Lock()
 		close(e.launchCh)
 		e.mu.Unlock()
