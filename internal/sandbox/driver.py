@@ -7,9 +7,10 @@
 #
 # Requests:  {"op":"exec","id":N,"code":"...","timeout":SECONDS,"nonce":"..."}
 #            {"op":"interrupt"}
+#            {"op":"preload"}  (with "preload_gate": begin the background preload)
 #            {"op":"container","id":N,"command":"...","port":P,"socket":"...",
 #             "timeout":SECONDS,"nonce":"..."}  (custom containers, see run_container)
-# Replies:   {"ready":true,"runner":"ipython"|"fallback","preload":[...]}
+# Replies:   {"ready":true,"runner":"ipython"|"fallback","preload":[...],"gated":bool}
 #            {"preloaded":[...],"preload_ms":float}  (once, after "ready")
 #            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"text":str|null,
 #             "timed_out":bool,"interrupted":bool,"duration_ms":float}
@@ -24,7 +25,10 @@
 # CFG["preload"] are then imported by a background thread, which sends
 # "preloaded" when it is done. A cell that imports one of them meanwhile waits
 # for that import (the import system's per-module locks), it does not run it
-# twice.
+# twice. With CFG["preload_gate"] (and something to preload) the thread
+# starts only when Go sends {"op":"preload"} ("gated" in the ready reply):
+# the executor holds it while a burst of new sessions still waits for
+# sandboxes. A cell that imports a module before then imports it itself.
 import ast
 import base64
 import builtins
@@ -223,8 +227,14 @@ def _preload(mods):
     reply({"preloaded": done, "preload_ms": (_monotonic() - start) * 1000.0})
 
 
+_preload_started = threading.Lock()
+
+
 def start_preload(mods):
-    """Imports mods in a background thread, then sends "preloaded"."""
+    """Imports mods in a background thread, then sends "preloaded" (once:
+    later calls do nothing)."""
+    if not _preload_started.acquire(blocking=False):
+        return
     if not mods:
         reply({"preloaded": [], "preload_ms": 0.0})
         return
@@ -616,6 +626,10 @@ def _reader(q):
                 except (OSError, ValueError):
                     pass
             continue
+        if msg.get("op") == "preload":
+            # The executor lets the held preload begin (see start_preload).
+            start_preload(preload_modules())
+            continue
         q.put(msg)
     # Go closed the request pipe: exit at once.
     os._exit(0)
@@ -642,8 +656,10 @@ def main():
     signal.signal(signal.SIGALRM, _on_alarm)
     mods = preload_modules()
     set_limits(bool(mods))
-    reply({"ready": True, "runner": runner.name, "preload": mods})
-    start_preload(mods)
+    gated = bool(mods) and bool(CFG.get("preload_gate"))
+    reply({"ready": True, "runner": runner.name, "preload": mods, "gated": gated})
+    if not gated:
+        start_preload(mods)
     while True:
         msg = q.get()
         if msg.get("op") == "container":

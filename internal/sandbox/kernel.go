@@ -95,6 +95,22 @@ type proc struct {
 	preloaded   chan struct{}
 	preloadOnce sync.Once
 	onPreloaded func(line []byte) // called once with the "preloaded" message
+	// gated: the driver holds its background preload until startPreload
+	// (its "ready" reply said "gated"; see Executor.holdPreloadLocked).
+	gated     bool
+	startOnce sync.Once
+}
+
+// startPreload lets a gated driver begin its background preload (once; a
+// no-op for a driver that began it on its own). Best effort: a driver that
+// died meanwhile is restarted on its next execution, ungated.
+func (p *proc) startPreload() {
+	if !p.gated {
+		return
+	}
+	p.startOnce.Do(func() {
+		_ = p.send(map[string]string{"op": "preload"}, time.Now().Add(startTimeout))
+	})
 }
 
 // preloadDone says whether the background preload has finished.
@@ -127,6 +143,9 @@ type driverConfig struct {
 	// MaxFigureBytes caps a figure's PNG (maxFigureBytes).
 	MaxFigureBytes int  `json:"max_figure_bytes"`
 	NoIPython      bool `json:"no_ipython,omitempty"`
+	// PreloadGate: the driver starts its background preload only on an
+	// {"op":"preload"} request (proc.startPreload), not right after "ready".
+	PreloadGate bool `json:"preload_gate,omitempty"`
 	// Socket is the Unix socket the driver connects to and uses as fds 3
 	// and 4 (mode gvisor, where runsc passes no other descriptor).
 	Socket string `json:"socket,omitempty"`
@@ -237,6 +256,10 @@ func (e *Executor) procCgroup(role string, cfg *driverConfig) (*cgroupSet, error
 			return nil, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 	}
+	// The driver holds its preload for the pool (holdPreloadLocked) only
+	// where a memory cgroup bounds the sandbox meanwhile: until the preload
+	// ends, RLIMIT_AS is looser by its reserve (driver.py, set_limits).
+	cfg.PreloadGate = cg != nil && cg.memory != "" && len(cfg.Preload) > 0
 	if cg == nil || e.cg.pids == "" {
 		if uid := os.Getuid(); uid != 0 && e.opts.Mode != ModeGvisor {
 			// RLIMIT_NPROC counts every task of the real uid on the machine.
@@ -571,9 +594,11 @@ func (p *proc) awaitReady(ctx context.Context) error {
 			Ready   bool     `json:"ready"`
 			Runner  string   `json:"runner"`
 			Preload []string `json:"preload"`
+			Gated   bool     `json:"gated"`
 		}
 		if ok && json.Unmarshal(line, &ready) == nil && ready.Ready {
 			p.runner = ready.Runner
+			p.gated = ready.Gated
 			if len(ready.Preload) == 0 {
 				p.markPreloaded(nil)
 			}
@@ -1175,6 +1200,7 @@ func (k *Kernel) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	np.startPreload() // a restart is no burst's start: preload at once
 	k.e.setSessionOOMScore(np)
 	return k.replace(np)
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +117,109 @@ except ImportError:
 import importlib.util
 (before, ok, has_jedi == (importlib.util.find_spec('jedi') is not None))`)
 	require.JSONEq(t, `"([], True, True)"`, string(res.Value), res.Stderr)
+}
+
+// asRoom is the cell that prints RLIMIT_AS less the address space mapped
+// now, then whether numpy is imported and whether the preload thread runs.
+const asRoom = `import resource, sys, threading
+vm = [int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:')][0]
+print(resource.getrlimit(resource.RLIMIT_AS)[1] - vm)
+print('numpy' in sys.modules, any(t.name == 'azsessions-preload' for t in threading.enumerate()))`
+
+// roomAndState runs asRoom in k.
+func roomAndState(t *testing.T, k *Kernel) (room int64, state string) {
+	t.Helper()
+	res := requireOK(t, k, asRoom)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	require.Len(t, lines, 2, res.Stdout)
+	room, err := strconv.ParseInt(lines[0], 10, 64)
+	require.NoError(t, err)
+	return room, lines[1]
+}
+
+// TestPreloadHeldWhileStartsWait (issue 16): a kernel the pool hands out
+// while other NewKernel calls still wait for a start does not begin its
+// background preload (it would take CPU from those starts); a cell that
+// imports a preload module meanwhile imports it itself, under the
+// preload's looser address-space limit; once no call waits, the held
+// preloads begin, end, and the limit is tightened.
+func TestPreloadHeldWhileStartsWait(t *testing.T) {
+	for _, mode := range []string{ModeBwrap, ModeGvisor} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == ModeGvisor {
+				requireGvisor(t)
+			} else {
+				requireSandbox(t, true)
+				requireRoot(t) // the preload is held only with a memory cgroup
+			}
+			var (
+				starts  atomic.Int32
+				second  = make(chan struct{})
+				release = make(chan struct{})
+				once    sync.Once
+			)
+			o := Options{Mode: mode, Ready: 0, Preload: []string{"numpy"}, MemoryLimitBytes: testMemory, killGrace: testGrace}
+			// The first start ends only once the second has begun (both
+			// calls wait), which waits for release.
+			o.startHook = func() func() {
+				switch starts.Add(1) {
+				case 1:
+					<-second
+				case 2:
+					close(second)
+					<-release
+				}
+				return func() {}
+			}
+			e, err := newExecutor(o)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = e.Close() })
+			t.Cleanup(func() { once.Do(func() { close(release) }) }) // runs first
+			if e.cg == nil || e.cg.memory == "" {
+				t.Skip("no memory cgroup: the preload is not held (Executor.Limits: " + e.Limits() + ")")
+			}
+
+			got := make(chan *Kernel, 2)
+			for range 2 {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					defer cancel()
+					k, err := e.NewKernel(ctx)
+					if err != nil {
+						t.Error(err)
+						got <- nil
+						return
+					}
+					got <- k.(*Kernel)
+				}()
+			}
+			k1 := <-got
+			require.NotNil(t, k1)
+			t.Cleanup(func() { _ = k1.Close() })
+			require.True(t, k1.p.gated, "the driver holds its preload")
+
+			// Another call waits for a start: k1's preload has not begun.
+			room, state := roomAndState(t, k1)
+			require.Equal(t, "False False", state, "numpy imported or preloading while a start is pending")
+			require.False(t, k1.p.preloadDone())
+			require.Greater(t, room, int64(testMemory)+(512<<20), "the preload's reserve holds until it ends")
+
+			// A cell imports numpy itself meanwhile.
+			res := requireOK(t, k1, "import numpy\nint(numpy.arange(4).sum())")
+			require.JSONEq(t, `6`, string(res.Value))
+
+			// The second start ends: no call waits, both preloads begin.
+			once.Do(func() { close(release) })
+			k2 := <-got
+			require.NotNil(t, k2)
+			t.Cleanup(func() { _ = k2.Close() })
+			for _, k := range []*Kernel{k1, k2} {
+				require.Eventually(t, k.p.preloadDone, time.Minute, 10*time.Millisecond)
+				room, state := roomAndState(t, k)
+				require.Equal(t, "True False", state)
+				require.Greater(t, room, int64(testMemory)-(64<<20), "room above the runtime")
+				require.Less(t, room, int64(testMemory)+(64<<20), "the preload reserve must be gone")
+			}
+		})
+	}
 }

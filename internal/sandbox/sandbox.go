@@ -99,13 +99,15 @@
 // ready kernel (128 MiB on gVisor) and at Capacity. Ready kernels count
 // against the pool-wide limits below like sessions, every refill start
 // needs room in them, and a new session takes a ready kernel first. The
-// background preload of a kernel handed to a session (numpy: ~0.1 s of CPU)
-// runs beside the starts of the rest of a burst; it is not deferred: the
-// driver begins it on its own once it can run cells, deferring it would
-// need a message in the driver's protocol and lengthen the time its
-// address-space limit is looser (see Limits), and each sandbox is its own
-// CPU cgroup, so lowering the preload's priority (nice) would not make the
-// starts win.
+// background preload of a kernel the pool started (numpy: ~0.1 s of CPU)
+// is held while NewKernel calls still wait for a start, and begins once
+// none waits: in a burst it would otherwise share the CPUs with the starts
+// the rest of the burst waits for (each sandbox is its own CPU cgroup, so
+// lowering its priority would not make the starts win). A cell that
+// imports a preload module before then imports it itself. It is held only
+// where a memory cgroup bounds the sandbox, since the address-space limit
+// stays looser until the preload ends (see Limits); restarts and New's own
+// kernel preload at once.
 //
 // New starts one kernel to check that a sandbox starts at all (with the
 // cgroups, else without them). With Ready > 0 that kernel is the pool's
@@ -129,9 +131,11 @@
 //     ("File too large"; SIGXFSZ is ignored).
 //   - RLIMIT_AS = the runtime's address space with the preloaded modules
 //     (~300 MB) + MemoryLimitBytes: large allocations fail with MemoryError.
-//     It is per process. While the background preload (Options.Preload)
-//     still runs, the limit is up to 1 GiB looser; it is lowered when the
-//     preload ends.
+//     It is per process. Until the background preload (Options.Preload)
+//     ends, the limit is up to 1 GiB looser (also while the pool holds the
+//     preload back during a burst, see Ready kernels: only with a memory
+//     cgroup, whose limit bounds the sandbox meanwhile); it is lowered when
+//     the preload ends.
 //   - RLIMIT_NPROC = the user's current task count + MaxProcesses, only when
 //     there is no pids cgroup and the emulator does not run as root (root
 //     ignores RLIMIT_NPROC). It counts all of the user's tasks, so it is only
@@ -345,6 +349,9 @@ type Executor struct {
 	// waiters are NewKernel calls that found no ready kernel, oldest first:
 	// each kernel that finishes starting goes to the oldest one (see pool).
 	waiters []chan startResult
+	// held are started kernels whose background preload waits until no
+	// NewKernel call waits (holdPreloadLocked).
+	held []*proc
 	// handed are the kernels handed to a waiting NewKernel, not yet in
 	// kernels: Close kills them too (the call may take one only after Close;
 	// TestCloseKillsKernelHandedToWaiter).
@@ -832,6 +839,7 @@ func (e *Executor) selfTest(keep bool) (*proc, error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	if keep {
+		p.startPreload() // New's own start: nothing waits
 		return p, nil
 	}
 	p.kill()
@@ -974,6 +982,7 @@ func (e *Executor) pool() {
 		}
 		surplus := e.decayLocked(time.Now())
 		e.restLocked()
+		e.releasePreloadsLocked()
 		var wait <-chan time.Time
 		if len(e.waiters) == 0 && time.Now().Before(e.failUntil) {
 			wait = time.After(time.Until(e.failUntil))
@@ -1034,6 +1043,7 @@ func (e *Executor) startOne() {
 	}
 	if p != nil {
 		e.handLocked(p)
+		e.holdPreloadLocked(p)
 		e.mu.Unlock()
 		return
 	}
@@ -1110,6 +1120,42 @@ func (e *Executor) handLocked(p *proc) {
 	e.waiters = e.waiters[1:]
 	e.handed[p] = struct{}{}
 	w <- startResult{p: p}
+}
+
+// holdPreloadLocked holds the background preload of p, a kernel the pool
+// just started (handed to a session or put on the ready list), while
+// NewKernel calls still wait for a start, and lets it begin at once
+// otherwise (releasePreloadsLocked). In a burst the preloads of the kernels
+// already handed out (numpy: ~0.1 s of CPU each) would otherwise share the
+// CPUs with the starts the rest of the burst waits for; held, they begin
+// together once the last waiting call got its kernel (BENCHMARKS.md,
+// "Bursts: preloads held"). A cell that imports a preload module meanwhile
+// imports it itself. Only drivers that hold it (procCgroup: with a memory
+// cgroup, whose limit bounds the sandbox while RLIMIT_AS is still looser by
+// the preload's reserve) are held. e.mu must be held.
+func (e *Executor) holdPreloadLocked(p *proc) {
+	if !p.gated {
+		return
+	}
+	e.held = append(e.held, p)
+	e.releasePreloadsLocked()
+}
+
+// releasePreloadsLocked lets the held preloads begin when no NewKernel call
+// waits for a start. e.mu must be held.
+func (e *Executor) releasePreloadsLocked() {
+	if len(e.waiters) > 0 || len(e.held) == 0 {
+		return
+	}
+	held := e.held
+	e.held = nil
+	e.poolWG.Add(1)
+	go func() {
+		defer e.poolWG.Done()
+		for _, p := range held {
+			p.startPreload()
+		}
+	}()
 }
 
 // missLocked records that an admitted NewKernel has to wait for a kernel:
@@ -1285,6 +1331,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 		if i := slices.Index(e.waiters, w); i >= 0 {
 			e.waiters = slices.Delete(e.waiters, i, i+1)
 			e.mu.Unlock()
+			e.wake() // held preloads may begin (releasePreloadsLocked)
 			return nil, ctx.Err()
 		}
 		e.mu.Unlock()
