@@ -1142,7 +1142,7 @@ func (e *Executor) holdPreloadLocked(p *proc) {
 }
 
 // releasePreloadsLocked lets the held preloads begin when no NewKernel call
-// waits for a start. e.mu must be held.
+// waits for a start, at most e.slots at a time. e.mu must be held.
 func (e *Executor) releasePreloadsLocked() {
 	if len(e.waiters) > 0 || len(e.held) == 0 {
 		return
@@ -1152,8 +1152,25 @@ func (e *Executor) releasePreloadsLocked() {
 	e.poolWG.Add(1)
 	go func() {
 		defer e.poolWG.Done()
+		// At most slots preloads at once, oldest kernel first: 20 at once
+		// would slow the last session's first cell, which runs just then.
+		sem := make(chan struct{}, e.slots)
 		for _, p := range held {
+			select {
+			case sem <- struct{}{}:
+			case <-e.ctx.Done():
+				return
+			}
 			p.startPreload()
+			go func() {
+				defer func() { <-sem }()
+				select {
+				case <-p.preloaded:
+				case <-p.dead:
+				case <-p.exited:
+				case <-e.ctx.Done():
+				}
+			}()
 		}
 	}()
 }
