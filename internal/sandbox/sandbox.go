@@ -1128,8 +1128,8 @@ func (e *Executor) handLocked(p *proc) {
 // otherwise (releasePreloadsLocked). In a burst the preloads of the kernels
 // already handed out (numpy: ~0.1 s of CPU each) would otherwise share the
 // CPUs with the starts the rest of the burst waits for; held, they begin
-// together once the last waiting call got its kernel (BENCHMARKS.md,
-// "Bursts: preloads held"). A cell that imports a preload module meanwhile
+// once the last waiting call got its kernel (BENCHMARKS.md, "Bursts:
+// preloads held while starts wait"). A cell that imports a preload module meanwhile
 // imports it itself. Only drivers that hold it (procCgroup: with a memory
 // cgroup, whose limit bounds the sandbox while RLIMIT_AS is still looser by
 // the preload's reserve) are held. e.mu must be held.
