@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,15 +36,29 @@ type cgroups struct {
 	// cloneIntoFailed: starting a sandbox with CLONE_INTO_CGROUP failed and
 	// the wrapper worked (see chooseCgroupJoin); the wrapper from then on.
 	cloneIntoFailed atomic.Bool
+	// oomOff: the kernel's OOM killer is off in the pool's memory group
+	// (the pool's OOM policy, see watchPoolOOM); each sandbox's group turns
+	// it on again for its own limit.
+	oomOff atomic.Bool
+
+	// setsMu guards sets: the sandboxes' groups that exist (created and
+	// not yet removed), among which the pool's OOM policy picks (oom.go).
+	setsMu sync.Mutex
+	sets   map[*cgroupSet]struct{}
 }
 
 // cgroupSet is one sandbox's groups.
 type cgroupSet struct {
+	owner   *cgroups
 	dirs    []string
 	v2      bool
 	cpu     string // the set's group of the cpu controller ("" = none)
 	cpuacct string // the set's group that accounts CPU time ("" = none)
 	memory  string // the set's group of the memory controller ("" = none)
+	// oomKilled: the pool's OOM policy killed the set's processes (the
+	// sandboxes together reached the pool's memory limit and this one held
+	// the most; see Executor.arbitrateOOM).
+	oomKilled atomic.Bool
 }
 
 // cfsPeriodUS is the CFS bandwidth period of the CPU limit, in µs.
@@ -213,7 +228,7 @@ func (c *cgroups) describe() string {
 // create makes the groups of one sandbox with the given limits (cpus in
 // cores; 0 = no CPU limit).
 func (c *cgroups) create(name string, memBytes int64, maxProcs int, cpus float64) (*cgroupSet, error) {
-	set := &cgroupSet{v2: c.version == 2}
+	set := &cgroupSet{owner: c, v2: c.version == 2}
 	write := func(dir, file, val string) error {
 		return os.WriteFile(filepath.Join(dir, file), []byte(val), 0o644)
 	}
@@ -255,6 +270,14 @@ func (c *cgroups) create(name string, memBytes int64, maxProcs int, cpus float64
 				err = write(dir, "memory.limit_in_bytes", strconv.FormatInt(memBytes, 10))
 				_ = write(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(memBytes, 10))
 			}
+			if err == nil && base == c.memory && c.oomOff.Load() {
+				// A new group inherits oom_kill_disable from its parent,
+				// where the pool's OOM policy set it (oom.go); the
+				// sandbox's own limit is the kernel's to enforce: without
+				// this its processes waited past its limit until the
+				// execution's timeout (TestPoolOOMPolicyKeepsSandboxLimit).
+				err = write(dir, "memory.oom_control", "0")
+			}
 			if err == nil && base == c.cpu && cpus > 0 {
 				err = write(dir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriodUS))
 				if err == nil {
@@ -267,7 +290,24 @@ func (c *cgroups) create(name string, memBytes int64, maxProcs int, cpus float64
 			return nil, err
 		}
 	}
+	c.setsMu.Lock()
+	if c.sets == nil {
+		c.sets = map[*cgroupSet]struct{}{}
+	}
+	c.sets[set] = struct{}{}
+	c.setsMu.Unlock()
 	return set, nil
+}
+
+// liveSets are the sandboxes' groups that exist now.
+func (c *cgroups) liveSets() []*cgroupSet {
+	c.setsMu.Lock()
+	defer c.setsMu.Unlock()
+	sets := make([]*cgroupSet, 0, len(c.sets))
+	for s := range c.sets {
+		sets = append(sets, s)
+	}
+	return sets
 }
 
 // procsFiles are the files a process writes its pid into to join the set.
@@ -391,6 +431,14 @@ func (s *cgroupSet) kill(wait time.Duration) (empty bool) {
 	if s == nil {
 		return false
 	}
+	empty = s.killAll(wait)
+	s.remove()
+	return empty
+}
+
+// killAll SIGKILLs every process in the set until none is left or wait has
+// passed, and reports whether the set was seen empty. It leaves the groups.
+func (s *cgroupSet) killAll(wait time.Duration) (empty bool) {
 	deadline := time.Now().Add(wait)
 	for {
 		if s.v2 {
@@ -411,11 +459,15 @@ func (s *cgroupSet) kill(wait time.Duration) (empty bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s.remove()
 	return empty
 }
 
 func (s *cgroupSet) remove() {
+	if s.owner != nil {
+		s.owner.setsMu.Lock()
+		delete(s.owner.sets, s)
+		s.owner.setsMu.Unlock()
+	}
 	for i := len(s.dirs) - 1; i >= 0; i-- {
 		// rmdir fails while a zombie is still charged; retry briefly.
 		for try := 0; try < 50; try++ {
@@ -476,17 +528,22 @@ func (c *cgroups) limitPool(memBytes int64, tasks int) (memory bool, err error) 
 }
 
 // poolMemory is the memory the sandboxes use together, as admission counts
-// it: the charge of the executor's memory group less its inactive file
+// it: the working set of the executor's memory group (see workingSet).
+func (c *cgroups) poolMemory() (int64, error) {
+	return workingSet(c.memory, c.version == 2)
+}
+
+// workingSet is the charge of the memory group dir less its inactive file
 // pages, which the kernel reclaims first when the group reaches its limit
 // (the "working set" of kubelet and cAdvisor). Files written to /mnt/data
 // stay in the page cache charged to the group, so its raw usage tends to the
 // limit over time without being memory in use.
-func (c *cgroups) poolMemory() (int64, error) {
+func workingSet(dir string, v2 bool) (int64, error) {
 	usage, stat, inactive := "memory.usage_in_bytes", "memory.stat", "total_inactive_file "
-	if c.version == 2 {
+	if v2 {
 		usage, inactive = "memory.current", "inactive_file "
 	}
-	data, err := readProcFile(filepath.Join(c.memory, usage))
+	data, err := readProcFile(filepath.Join(dir, usage))
 	if err != nil {
 		return 0, err
 	}
@@ -494,7 +551,7 @@ func (c *cgroups) poolMemory() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if data, err = readProcFile(filepath.Join(c.memory, stat)); err != nil {
+	if data, err = readProcFile(filepath.Join(dir, stat)); err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {

@@ -256,11 +256,8 @@ func TestEscapePoolMemory(t *testing.T) {
 		o.Ready, o.noPreload, o.noFontCache = 0, true, true
 		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 3<<27, 3<<27
 		if opts.Mode == ModeGvisor {
-			// The sizes of before: with the small ones, gVisor's OOM kills
-			// went on past the hog (its freed memory is released late) and
-			// took the quiet session too, in 2 of 3 clean-clone runs.
-			hog, nHogs = 600<<20, 3
-			o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 1<<30, 3<<29
+			// A gVisor sandbox's Sentry and Gofer charge ~50-70 MiB each.
+			o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 3<<27, 1<<29
 		}
 		e := poolMemoryExecutor(t, o)
 		quiet := newKernel(t, e)

@@ -915,6 +915,9 @@ func (p *proc) exitDescription() string {
 	case <-time.After(2 * time.Second):
 		return "it stopped answering"
 	}
+	if p.cg != nil && p.cg.oomKilled.Load() {
+		return "killed: the sandboxes together reached the pool's memory limit and this one held the most"
+	}
 	if p.waitErr == nil {
 		return "exit status 0"
 	}

@@ -381,6 +381,10 @@ type Executor struct {
 	// tasksByUse: the pool-wide tasks limit (maxTotalTasks) is the pids
 	// limit of the cgroup of every sandbox.
 	tasksByUse bool
+	// oomPolicy: the executor, not the kernel's OOM killer, picks the
+	// sandbox that dies when the sandboxes together reach the pool-wide
+	// memory limit (cgroup v1; see arbitrateOOM).
+	oomPolicy bool
 	// diskBytes and diskEntries are what the kernels' data directories
 	// held at their last measurement, together (see accountDisk).
 	diskBytes, diskEntries int64
@@ -580,6 +584,15 @@ func New(opts Options) (*Executor, error) {
 	e.setCapacity()
 	if e.memByUse {
 		e.limits += "; pool-wide memory cgroup"
+		// The pool's OOM policy (oom.go): cgroup v1 only.
+		if w, err := e.cg.watchPoolOOM(e.opts.MaxTotalMemoryBytes); err == nil {
+			e.oomPolicy = true
+			e.limits += " (out of memory: the sandbox holding the most is killed)"
+			e.poolWG.Add(1)
+			go e.arbitrateOOM(w)
+		} else if !errors.Is(err, errors.ErrUnsupported) {
+			e.log.Warn("sandbox: the pool's OOM policy is off: when the sandboxes together run out of memory the kernel's OOM killer picks one by resident set", "err", err)
+		}
 	} else if e.opts.MaxTotalMemoryBytes > 0 {
 		e.limits += "; pool-wide memory counted at each kernel's limit"
 	}

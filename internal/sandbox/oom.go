@@ -1,0 +1,201 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The pool's OOM policy (cgroup v1).
+//
+// When the sandboxes together reach the pool-wide memory limit (the limit of
+// the executor's memory group, MaxTotalMemoryBytes), the kernel's OOM killer
+// would pick the process with the largest resident set plus its
+// oom_score_adj. That is the wrong measure for a sandbox: under gVisor a
+// session's memory is its Sentry's memory file, charged to the group but in
+// no process's resident set (dmesg of TestEscapePoolMemory/gvisor: a Sentry
+// showing ~50 MB was killed while another sandbox held 600 MiB), and under
+// bubblewrap the files a session writes to its /tmp (tmpfs, charged to its
+// group) are in no resident set either. So on cgroup v1 the executor turns
+// the kernel's OOM killer off for the pool's group (memory.oom_control 1,
+// the cgroup v1 "userland OOM handler"): a sandbox process whose page fault
+// finds the pool full waits in the kernel, the executor is told through an
+// eventfd (cgroup.event_control), and it kills the sandbox its cgroup shows
+// holding the most: an idle ready sandbox first (the largest), else the
+// sandbox with the largest working set. The waiting processes go on once the
+// victim's memory is freed; when that was not enough, they wait again and
+// the next one goes.
+//
+// cgroup v2 has no such switch: there the kernel's OOM killer decides, by
+// resident set (README, limitations). Without a pool-wide memory group (no
+// memory controller, MaxTotalMemoryBytes 0) there is nothing to arbitrate.
+
+// oomWatch is the registration of an eventfd on the pool group's
+// memory.oom_control.
+type oomWatch struct {
+	dir   string   // the pool's memory group
+	efd   *os.File // the eventfd (non-blocking, so reads take deadlines)
+	ctl   *os.File // memory.oom_control, open while the registration lasts
+	limit int64    // the group's memory limit, bytes
+}
+
+// oomRecheck is how often the policy looks at the pool again while it is
+// out of memory after a kill (a notification that came while the victim
+// was being killed may be the last one), and oomSlack how close to the
+// limit its usage must be for the policy to kill: after a kill freed more
+// than that, the waiting processes are woken and retry by themselves.
+const (
+	oomRecheck = 200 * time.Millisecond
+	oomSlack   = 4 << 20
+)
+
+// watchPoolOOM registers an eventfd for the pool group's OOM notifications
+// and then turns the kernel's OOM killer off for it (in that order, so that
+// no process waits without the executor being told). cgroup v1 only
+// (errors.ErrUnsupported otherwise).
+func (c *cgroups) watchPoolOOM(limit int64) (w *oomWatch, err error) {
+	if c.version != 1 || c.memory == "" || limit <= 0 {
+		return nil, errors.ErrUnsupported
+	}
+	ctl, err := os.OpenFile(filepath.Join(c.memory, "memory.oom_control"), os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		_ = ctl.Close()
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	w = &oomWatch{dir: c.memory, efd: os.NewFile(uintptr(fd), "pool-oom-eventfd"), ctl: ctl, limit: limit}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	reg := fmt.Sprintf("%d %d", fd, ctl.Fd())
+	if err := os.WriteFile(filepath.Join(c.memory, "cgroup.event_control"), []byte(reg), 0o644); err != nil {
+		return nil, fmt.Errorf("cgroup.event_control: %w", err)
+	}
+	c.oomOff.Store(true) // from now on each sandbox's group turns it on for itself
+	if _, err := ctl.WriteAt([]byte("1"), 0); err != nil {
+		c.oomOff.Store(false)
+		return nil, fmt.Errorf("memory.oom_control: %w", err)
+	}
+	return w, nil
+}
+
+func (w *oomWatch) close() {
+	_ = w.efd.Close()
+	_ = w.ctl.Close()
+}
+
+// underOOM says whether processes of the pool wait for memory: the group is
+// under OOM and its usage is within oomSlack of its limit.
+func (w *oomWatch) underOOM() bool {
+	data, err := readProcFile(filepath.Join(w.dir, "memory.oom_control"))
+	if err != nil {
+		return false
+	}
+	under := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "under_oom "); ok {
+			under = strings.TrimSpace(v) == "1"
+		}
+	}
+	if !under {
+		return false
+	}
+	data, err = readProcFile(filepath.Join(w.dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return true
+	}
+	used, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return err != nil || used >= w.limit-oomSlack
+}
+
+// arbitrateOOM applies the pool's OOM policy until the executor closes
+// (a goroutine of poolWG).
+func (e *Executor) arbitrateOOM(w *oomWatch) {
+	defer e.poolWG.Done()
+	defer w.close()
+	stop := context.AfterFunc(e.ctx, func() { _ = w.efd.Close() }) // the Read returns
+	defer stop()
+	buf := make([]byte, 8)
+	var killed time.Time // when the last victim was gone
+	for e.ctx.Err() == nil {
+		// Wait for a notification; while the pool was last seen out of
+		// memory, look again every oomRecheck without one.
+		deadline := time.Time{}
+		if !killed.IsZero() {
+			deadline = time.Now().Add(oomRecheck)
+		}
+		_ = w.efd.SetReadDeadline(deadline)
+		if _, err := w.efd.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if e.ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("sandbox: the pool's OOM notifications stopped: processes that find its memory full wait until memory is freed", "err", err)
+			return
+		}
+		if e.ctx.Err() != nil {
+			return
+		}
+		if !w.underOOM() {
+			killed = time.Time{}
+			continue
+		}
+		if !killed.IsZero() && time.Since(killed) < oomRecheck {
+			continue // the last victim's memory was just freed: let the waiters retry
+		}
+		victim, ready, used := e.oomVictim()
+		if victim == nil {
+			e.log.Warn("sandbox: the pool is out of memory and no sandbox can be killed")
+			killed = time.Now()
+			continue
+		}
+		e.log.Warn("sandbox: the sandboxes together reached the pool's memory limit: killing the one that holds the most",
+			"ready", ready, "working_set", used, "limit", w.limit)
+		victim.oomKilled.Store(true)
+		victim.killAll(5 * time.Second)
+		killed = time.Now()
+	}
+}
+
+// oomVictim is the sandbox the pool's OOM policy kills: the ready sandbox
+// with the largest working set, or when none is ready the sandbox with the
+// largest working set (starting ones included). ready says which it is,
+// used is its working set in bytes.
+func (e *Executor) oomVictim() (victim *cgroupSet, ready bool, used int64) {
+	idle := map[*cgroupSet]bool{}
+	e.mu.Lock()
+	for _, p := range e.ready {
+		if p.cg != nil {
+			idle[p.cg] = true
+		}
+	}
+	e.mu.Unlock()
+	used = -1
+	for _, s := range e.cg.liveSets() {
+		if s.memory == "" || s.oomKilled.Load() && len(s.pids()) == 0 {
+			continue
+		}
+		n, err := workingSet(s.memory, s.v2)
+		if err != nil {
+			continue
+		}
+		r := idle[s]
+		if victim == nil || (r && !ready) || (r == ready && n > used) {
+			victim, ready, used = s, r, n
+		}
+	}
+	return victim, ready, used
+}
