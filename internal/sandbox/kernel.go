@@ -464,7 +464,9 @@ func (e *Executor) sessionOOMScoreAdj() int {
 // memory file, charged to the pool's cgroup but in no process's resident
 // set, so the OOM killer picks among gVisor sandboxes by the little they
 // show (dmesg: a Sentry of ~50 MB killed while another sandbox held 600
-// MiB; README, gVisor limitations). gVisor sandboxes all keep oomScoreAdj.
+// MiB). Where the pool's OOM policy is on (cgroup v1, oom.go) the executor
+// picks the pool's victims by their cgroups instead, for both backends;
+// these scores then only order the sandboxes for a host-wide OOM.
 func (e *Executor) setSessionOOMScore(p *proc) {
 	if p == nil || p.cg == nil || len(p.cg.dirs) == 0 || e.opts.Mode == ModeGvisor {
 		return

@@ -136,7 +136,9 @@ type Options struct {
 	// /proc/meminfo; negative: no bound). With a memory cgroup it is the
 	// limit of the group that holds every sandbox's group: the kernel caps
 	// what they use together (past it, it reclaims their page cache and then
-	// OOM-kills the largest process among them, never the emulator), and
+	// one sandbox is killed, never the emulator: on cgroup v1 the idle ready
+	// sandbox or else the sandbox whose group holds the most, on v2 the
+	// largest process by resident set; see the package documentation), and
 	// NewKernel fails with ErrPoolFull when their memory in use leaves no
 	// room for one more kernel's start. Without one (no root, no delegated
 	// cgroup) nothing would cap their sum, so every kernel counts its

@@ -172,11 +172,18 @@
 //     memory.memsw.limit_in_bytes, or memory.max, and pids.max, on the
 //     parent; v1 with hierarchical accounting). The host kernel then caps
 //     what all sandboxes use together: past the memory limit it reclaims
-//     their page cache, then OOM-kills the largest process among them (a
-//     session's interpreter or gVisor Sentry, which is reported and
-//     restarted on the next execution like a kernel over its own limit);
-//     past the tasks limit fork and clone fail with EAGAIN in the sandboxes.
-//     The emulator is not in these groups and is never the victim.
+//     their page cache, then one sandbox is killed (reported and restarted
+//     on the next execution like a kernel over its own limit). On cgroup
+//     v1 the executor picks it (the pool's OOM policy, oom.go): an idle
+//     ready sandbox first, else the sandbox whose memory group holds the
+//     most, /tmp files and gVisor's Sentry memory file included, which no
+//     process's resident set shows; the kernel's OOM killer is off in the
+//     pool's group (on in each sandbox's, for its own limit). On cgroup v2
+//     the kernel's OOM killer picks the largest process by resident set
+//     (with the oom_score_adj of setSessionOOMScore: ready sandboxes
+//     first). Past the tasks limit fork and clone fail with EAGAIN in the
+//     sandboxes. The emulator is not in these groups and is never the
+//     victim.
 //   - disk and entries: every measurement of a kernel's data directory by
 //     the watcher (see below) updates the pool's totals. When they pass
 //     MaxTotalDiskBytes (or the entries limit), a kernel whose directory
