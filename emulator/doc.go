@@ -114,9 +114,13 @@
 // MemoryLimitBytes and MaxDataDirBytes are caps, not reservations. As root
 // the sandboxes' cgroups sit under one parent whose memory limit is
 // SandboxOptions.MaxTotalMemoryBytes (and whose pids limit is half of the
-// host's tasks), so the kernel caps what they use together: past it the
-// largest process among the sandboxes is OOM-killed (its execution fails
-// with a note and the kernel restarts on the next one), never the emulator.
+// host's tasks), so the kernel caps what they use together: past it
+// sandboxes are killed one at a time until the rest fit, never the
+// emulator (on cgroup v1 idle ready sandboxes first, then the session whose
+// cgroup holds the most memory, which may be an idle session and not the
+// one allocating; on cgroup v2 the largest process by resident set). A
+// killed session's running execution fails with a note, and its next one
+// restarts the kernel with a note saying why.
 // Their data directories together are held to MaxTotalDiskBytes by the
 // watcher (a session whose directory grows while the pool is over it is
 // stopped, and uploads get only the room left). A new session is admitted

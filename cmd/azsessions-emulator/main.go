@@ -151,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Usage = func() { usage(fs, "output-max-length") }
 	fs.Var(&c.memoryLimit, "memory-limit", "memory of one sandbox, in bytes or with a unit (e.g. 1GiB)")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of one sandbox, in cores (e.g. 0.5), background processes included")
-	fs.Var(&c.maxMemory, "max-memory", "memory all sandboxes use together: as root the limit of a cgroup holding them all (the largest process among them is OOM-killed past it) and new sessions get 404 when what they use leaves no room; without cgroups each counts its -memory-limit (default: half of the host's RAM)")
+	fs.Var(&c.maxMemory, "max-memory", "memory all sandboxes use together: as root the limit of a cgroup holding them all (past it sandboxes are killed until the rest fit: on cgroup v1 idle ready ones first, then the one holding the most memory, /tmp included; on v2 the largest process) and new sessions get 404 when what they use leaves no room; without cgroups each counts its -memory-limit; at least -memory-limit (default: half of the host's RAM)")
 	fs.Var(&c.maxDisk, "max-disk", "disk all sandboxes' /mnt/data use together, as measured; past it a session that writes more is stopped and new sessions get 404 (default: half of the free space of -data-dir)")
 	fs.StringVar(&c.sandboxUser, "sandbox-user", "", "unprivileged host `account` (name, uid or uid:gid) that sandboxes run as when the emulator runs as root (default nobody; root is refused)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the sessions' data (default: a temporary one, removed at exit)")

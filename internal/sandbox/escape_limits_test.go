@@ -239,8 +239,9 @@ func poolMemoryStat(t *testing.T, e *Executor, v1, v2 string) int64 {
 // TestEscapePoolMemory: sessions that each stay under their own memory
 // limit but together try to use more than the pool-wide budget are stopped
 // by the kernel: the cgroup that holds every sandbox's has the budget as its
-// limit, so an allocation past it OOM-kills the largest process among the
-// sandboxes (never the emulator: it is not in that group). The pool's
+// limit, so an allocation past it kills a sandbox (on cgroup v1 the one
+// holding the most: the pool's OOM policy; never the emulator: it is not in
+// that group). The pool's
 // charge never passes the budget, at least one of the hogs loses its
 // kernel (reported, restarted on the next execution), and a quiet session
 // answers throughout. Without the pool's cgroup limit both hogs keep their

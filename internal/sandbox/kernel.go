@@ -1347,6 +1347,9 @@ func (x *execution) ensureRunning(ctx context.Context) error {
 	k.stopped = ""
 	k.pmu.Unlock()
 	note := "The kernel had stopped and was restarted: variables were lost, files in /mnt/data were kept."
+	if why == "" && x.p != nil && x.p.cg != nil && x.p.cg.oomKilled.Load() {
+		why = "The sandboxes together reached the pool's memory limit and this one held the most"
+	}
 	if why != "" {
 		note = why + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."
 	}

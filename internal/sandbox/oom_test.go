@@ -65,6 +65,7 @@ func TestPoolOOMKillsLargestSandbox(t *testing.T) {
 
 		res = runT(t, tmp, "kept", time.Minute)
 		require.True(t, res.Restarted, "the killed session's kernel was not restarted: %s %q", res.Status, lastBytes(res.Stderr, 200))
+		require.Contains(t, res.Stderr, "pool's memory limit", "the killed session is not told why")
 		res = requireOK(t, quiet, "q + 1")
 		require.Equal(t, "42", string(res.Value), "the quiet session lost its state")
 		res = requireOK(t, hog, "len(x)")
