@@ -35,6 +35,19 @@ import (
 // victim's memory is freed; when that was not enough, they wait again and
 // the next one goes.
 //
+// Only page faults wait: with the OOM killer off, a charge the kernel makes
+// outside a page fault (a write(2) to a tmpfs, a pipe's or a socket's
+// buffer, a new file or process) fails at once with ENOMEM (ENFILE for a
+// file, a short write), and the kernel tells no one. So the same eventfd
+// also takes the pool's critical memory pressure (memory.pressure_level,
+// "critical,local": its own reclaim found almost nothing to free), and when
+// that comes while the pool is full of what reclaim cannot free (usage
+// within oomSlack of the limit, less than oomSlack of file pages) the
+// executor kills as for a waiting fault: before, a session that filled the
+// pool with writes to its /tmp made the others' writes, pipes and forks fail
+// until some process happened to fault (TestPoolOOMKernelCharges). The
+// charge that failed still failed; the ones after it find room.
+//
 // cgroup v2 has no such switch: there the kernel's OOM killer decides, by
 // resident set (README, limitations). Without a pool-wide memory group (no
 // memory controller, MaxTotalMemoryBytes 0) there is nothing to arbitrate.
@@ -45,6 +58,7 @@ type oomWatch struct {
 	dir   string   // the pool's memory group
 	efd   *os.File // the eventfd (non-blocking, so reads take deadlines)
 	ctl   *os.File // memory.oom_control, open while the registration lasts
+	press *os.File // memory.pressure_level, likewise (nil: not registered)
 	limit int64    // the group's memory limit, bytes
 }
 
@@ -85,6 +99,16 @@ func (c *cgroups) watchPoolOOM(limit int64) (w *oomWatch, err error) {
 	if err := os.WriteFile(filepath.Join(c.memory, "cgroup.event_control"), []byte(reg), 0o644); err != nil {
 		return nil, fmt.Errorf("cgroup.event_control: %w", err)
 	}
+	// The pool's own critical reclaim, on the same eventfd (see the top of
+	// this file). Without it the policy still acts on waiting faults.
+	if press, err := os.Open(filepath.Join(c.memory, "memory.pressure_level")); err == nil {
+		reg := fmt.Sprintf("%d %d critical,local", fd, press.Fd())
+		if err := os.WriteFile(filepath.Join(c.memory, "cgroup.event_control"), []byte(reg), 0o644); err == nil {
+			w.press = press
+		} else {
+			_ = press.Close()
+		}
+	}
 	c.oomOff.Store(true) // from now on each sandbox's group turns it on for itself
 	if _, err := ctl.WriteAt([]byte("1"), 0); err != nil {
 		c.oomOff.Store(false)
@@ -96,11 +120,17 @@ func (c *cgroups) watchPoolOOM(limit int64) (w *oomWatch, err error) {
 func (w *oomWatch) close() {
 	_ = w.efd.Close()
 	_ = w.ctl.Close()
+	if w.press != nil {
+		_ = w.press.Close()
+	}
 }
 
-// underOOM says whether processes of the pool wait for memory: the group is
-// under OOM and its usage is within oomSlack of its limit.
-func (w *oomWatch) underOOM() bool {
+// outOfMemory says whether the pool needs a kill: its usage is within
+// oomSlack of its limit and processes of it wait for memory (the group is
+// under OOM) or, when pressure (a notification just came, which may be the
+// pool's critical pressure), its file pages, which reclaim could still
+// free, are less than oomSlack.
+func (w *oomWatch) outOfMemory(pressure bool) bool {
 	data, err := readProcFile(filepath.Join(w.dir, "memory.oom_control"))
 	if err != nil {
 		return false
@@ -111,15 +141,53 @@ func (w *oomWatch) underOOM() bool {
 			under = strings.TrimSpace(v) == "1"
 		}
 	}
-	if !under {
+	if !under && !pressure {
 		return false
 	}
 	data, err = readProcFile(filepath.Join(w.dir, "memory.usage_in_bytes"))
 	if err != nil {
-		return true
+		return under
 	}
 	used, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	return err != nil || used >= w.limit-oomSlack
+	if err != nil {
+		return under
+	}
+	if used < w.limit-oomSlack {
+		return false
+	}
+	if under {
+		return true
+	}
+	file, err := fileBytes(w.dir)
+	return err == nil && file < oomSlack
+}
+
+// fileBytes is what the v1 memory group dir holds in file pages (its
+// total_inactive_file and total_active_file): without swap, what its
+// reclaim can still free.
+func fileBytes(dir string) (int64, error) {
+	data, err := readProcFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	seen := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		for _, f := range []string{"total_inactive_file ", "total_active_file "} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				k, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, err
+				}
+				n += k
+				seen++
+			}
+		}
+	}
+	if seen != 2 {
+		return 0, errors.New("memory.stat has no total_inactive_file or total_active_file")
+	}
+	return n, nil
 }
 
 // arbitrateOOM applies the pool's OOM policy until the executor closes
@@ -139,7 +207,8 @@ func (e *Executor) arbitrateOOM(w *oomWatch) {
 			deadline = time.Now().Add(oomRecheck)
 		}
 		_ = w.efd.SetReadDeadline(deadline)
-		if _, err := w.efd.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		_, err := w.efd.Read(buf)
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			if e.ctx.Err() != nil {
 				return
 			}
@@ -149,7 +218,9 @@ func (e *Executor) arbitrateOOM(w *oomWatch) {
 		if e.ctx.Err() != nil {
 			return
 		}
-		if !w.underOOM() {
+		// Pressure only on a notification: a full pool that no one asks
+		// memory of (a recheck) is left alone.
+		if !w.outOfMemory(err == nil) {
 			killed = time.Time{}
 			continue
 		}

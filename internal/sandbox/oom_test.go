@@ -105,3 +105,56 @@ func TestPoolOOMPolicyKeepsSandboxLimit(t *testing.T) {
 		requireOK(t, k, "chunks = None")
 	})
 }
+
+// TestPoolOOMKernelCharges: a pool filled by writes (to a tmpfs: charges
+// made outside a page fault) is still the policy's to resolve. With the
+// kernel's OOM killer off in the pool's group, such a charge fails with
+// ENOMEM at once and makes no process wait, so the OOM notification never
+// comes: one session filled its /tmp, another wrote the pool up to its
+// limit, and a third's write(2) from memory it already had came back short;
+// no sandbox was killed, and the third's writes, pipes and forks (ENFILE)
+// kept failing until some process faulted (bwrap; under gVisor a write to
+// /tmp is the Sentry's page fault). The pool's critical memory pressure
+// (oom.go) now has the largest one killed, and the third's next write
+// finds room.
+func TestPoolOOMKernelCharges(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		o := opts
+		o.Ready, o.noPreload, o.noFontCache = 0, true, true
+		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 256<<20, 256<<20
+		if opts.Mode == ModeGvisor {
+			o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 512<<20, 512<<20
+		}
+		o.MaxDataDirBytes, o.MaxFileSizeBytes = 1<<30, 1<<30
+		e := poolMemoryExecutor(t, o)
+		if !e.oomPolicy {
+			t.Skip("no pool OOM policy here (it needs a cgroup v1 memory controller)")
+		}
+		big, filler, writer := newKernel(t, e), newKernel(t, e), newKernel(t, e)
+		// The writer's buffer is faulted in before the pool is full.
+		requireOK(t, writer, "import os\nbuf = b'y' * (16 << 20)\nfd = os.open('/tmp/y', os.O_WRONLY | os.O_CREAT)")
+		// big fills its /tmp (a tmpfs of half its limit), filler the pool up
+		// to a few MiB below its limit, all with write(2) from one buffer.
+		res := requireOK(t, big, "import os\nbuf = b'x' * (1 << 20)\nfd = os.open('/tmp/f', os.O_WRONLY | os.O_CREAT)\nn = 0\ntry:\n    while True:\n        os.write(fd, buf); n += 1\nexcept OSError:\n    pass\nos.close(fd)\nn")
+		t.Logf("big's /tmp: %s MiB", res.Value)
+		bigProc, err := big.current()
+		require.NoError(t, err)
+		used, err := e.cg.poolMemory()
+		require.NoError(t, err)
+		room := (o.MaxTotalMemoryBytes - used) >> 20
+		require.Greater(t, room, int64(8), "the pool is already full")
+		requireOK(t, filler, fmt.Sprintf("import os\nbuf = b'x' * (1 << 20)\nfd = os.open('/tmp/f', os.O_WRONLY | os.O_CREAT)\nfor _ in range(%d):\n    os.write(fd, buf)\nos.close(fd)", room-6))
+		// 16 MiB into a pool with ~6 MiB left: short (or ENOMEM).
+		res = runT(t, writer, "try:\n    n = os.write(fd, buf)\nexcept OSError as err:\n    n = str(err)\nn", 30*time.Second)
+		t.Logf("the write into the full pool: %s %s", res.Status, res.Value)
+		require.Eventually(t, func() bool { return bigProc.cg.oomKilled.Load() }, time.Minute, 20*time.Millisecond,
+			"the pool stayed full and no sandbox was killed (pool usage %d MiB)", poolMemoryUsage(t, e)>>20)
+		res = requireOK(t, writer, "os.lseek(fd, 0, 0)\nos.write(fd, buf)")
+		require.Equal(t, strconv.Itoa(16<<20), string(res.Value), "the write after the kill found no room")
+		res = runT(t, big, "1", 30*time.Second)
+		require.True(t, res.Restarted, "the session holding the most was not the one killed")
+		requireOK(t, filler, "1")
+	})
+}
