@@ -3,14 +3,19 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -157,4 +162,63 @@ func TestPoolOOMKernelCharges(t *testing.T) {
 		require.True(t, res.Restarted, "the session holding the most was not the one killed")
 		requireOK(t, filler, "1")
 	})
+}
+
+// TestPoolOOMWarnsDataDirInMemory: with the data directory on a tmpfs (as
+// /tmp is on some systems), files in /mnt/data are pool memory that no kill
+// frees. Red team (bwrap and gVisor, 256 and 512 MiB pools, pool-wide disk
+// limit 1 GiB): one session wrote 202 MiB of files; the policy killed it,
+// which freed nothing, then the other session's sandbox on each of its 3
+// executions, and NewKernel found the pool full; the writer's own restart
+// failed on gVisor (ENOMEM). Only the disk limit bounds such files, so New
+// warns when it leaves the sandboxes less than half of the pool's memory.
+func TestPoolOOMWarnsDataDirInMemory(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	requireSandbox(t, true)
+	dir := testenv.DataDir(t)
+	require.NoError(t, exec.Command("mount", "-t", "tmpfs", "-o", "size=512m,mode=711", "azsessions-test", dir).Run())
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	tests := []struct {
+		name string
+		disk int64
+		warn bool
+	}{
+		{"disk limit past half the memory", 1 << 30, true},
+		{"disk limit within half the memory", 64 << 20, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var log lockedLog
+			o := testOptions(ModeBwrap)
+			o.Ready, o.noPreload, o.noFontCache = 0, true, true
+			o.DataDir, o.Logger = dir, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 128<<20, 256<<20
+			o.MaxDataDirBytes, o.MaxTotalDiskBytes = 64<<20, tc.disk
+			poolMemoryExecutor(t, o)
+			if tc.warn {
+				require.Contains(t, log.String(), "the data directory is in memory")
+			} else {
+				require.NotContains(t, log.String(), "the data directory is in memory")
+			}
+		})
+	}
+}
+
+// lockedLog is a log destination that tests read while the executor writes.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -600,6 +600,12 @@ func New(opts Options) (*Executor, error) {
 		} else if !errors.Is(err, errors.ErrUnsupported) {
 			e.log.Warn("sandbox: the pool's OOM policy is off: when the sandboxes together run out of memory the kernel's OOM killer picks one by resident set", "err", err)
 		}
+		// Files in /mnt/data on a tmpfs are memory of the pool that no kill
+		// frees (oom.go): only the disk limit bounds them.
+		if dataDirInMemory(e.base) && (e.opts.MaxTotalDiskBytes <= 0 || e.opts.MaxTotalDiskBytes > e.opts.MaxTotalMemoryBytes/2) {
+			e.log.Warn("sandbox: the data directory is in memory (tmpfs): files in /mnt/data count against the pool's memory limit and killing a sandbox does not free them; sessions that fill it leave the others no memory (each is killed on its next execution) until they are closed: set the pool-wide disk limit to at most half the pool's memory limit, or put the data directory on a disk",
+				"max_total_disk", e.opts.MaxTotalDiskBytes, "max_total_memory", e.opts.MaxTotalMemoryBytes)
+		}
 	} else if e.opts.MaxTotalMemoryBytes > 0 {
 		e.limits += "; pool-wide memory counted at each kernel's limit"
 	}
