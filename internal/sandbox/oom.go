@@ -46,7 +46,9 @@ import (
 // executor kills as for a waiting fault: before, a session that filled the
 // pool with writes to its /tmp made the others' writes, pipes and forks fail
 // until some process happened to fault (TestPoolOOMKernelCharges). The
-// charge that failed still failed; the ones after it find room.
+// charge that set it off fails when the kill comes after the kernel gave up
+// on it (in that test it came within the kernel's reclaim retries and the
+// write went through whole); the charges after it find room.
 //
 // What no kill frees: files in /mnt/data when the data directory is in
 // memory (a tmpfs, as /tmp is on some systems): their pages are charged to
