@@ -31,7 +31,7 @@ import (
 // finds the pool full waits in the kernel, the executor is told through an
 // eventfd (cgroup.event_control), and it kills the sandbox its cgroup shows
 // holding the most: an idle ready sandbox first (the largest), else the
-// sandbox with the largest working set. The waiting processes go on once the
+// sandbox whose group holds the most (see oomVictim). The waiting processes go on once the
 // victim's memory is freed; when that was not enough, they wait again and
 // the next one goes.
 //
@@ -245,7 +245,7 @@ func (e *Executor) arbitrateOOM(w *oomWatch) {
 			continue
 		}
 		e.log.Warn("sandbox: the sandboxes together reached the pool's memory limit: killing the one that holds the most",
-			"ready", ready, "working_set", used, "limit", w.limit)
+			"ready", ready, "charged", used, "limit", w.limit)
 		victim.oomKilled.Store(true)
 		victim.killAll(5 * time.Second)
 		killed = time.Now()
@@ -253,9 +253,18 @@ func (e *Executor) arbitrateOOM(w *oomWatch) {
 }
 
 // oomVictim is the sandbox the pool's OOM policy kills: the ready sandbox
-// with the largest working set, or when none is ready the sandbox with the
-// largest working set (starting ones included). ready says which it is,
-// used is its working set in bytes.
+// whose memory group holds the most, or when none is ready the sandbox
+// whose group holds the most (starting ones included). ready says which it
+// is, used is what its group holds in bytes.
+//
+// What a group holds is its whole charge, file pages included, not its
+// working set (the charge less its inactive file pages, which admission
+// counts): the policy acts once the kernel's reclaim has failed, so the
+// file pages left are those reclaim could not free, such as a file's pages
+// spliced into pipes, which stay on the inactive list; a kill frees them.
+// By working set a session that pinned its /mnt/data file's cache so (its
+// group 135 MiB, its working set 41 MiB) had the other session (132 MiB)
+// killed instead (TestPoolOOMCountsPinnedPageCache).
 func (e *Executor) oomVictim() (victim *cgroupSet, ready bool, used int64) {
 	idle := map[*cgroupSet]bool{}
 	e.mu.Lock()
@@ -270,7 +279,7 @@ func (e *Executor) oomVictim() (victim *cgroupSet, ready bool, used int64) {
 		if s.memory == "" || s.oomKilled.Load() && len(s.pids()) == 0 {
 			continue
 		}
-		n, err := workingSet(s.memory, s.v2)
+		n, err := charged(s.memory, s.v2)
 		if err != nil {
 			continue
 		}
@@ -280,6 +289,20 @@ func (e *Executor) oomVictim() (victim *cgroupSet, ready bool, used int64) {
 		}
 	}
 	return victim, ready, used
+}
+
+// charged is what the memory group dir holds: memory.usage_in_bytes, or
+// memory.current on cgroup v2.
+func charged(dir string, v2 bool) (int64, error) {
+	file := "memory.usage_in_bytes"
+	if v2 {
+		file = "memory.current"
+	}
+	data, err := readProcFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 }
 
 // dataDirInMemory says whether dir is on a file system held in memory

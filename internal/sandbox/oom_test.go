@@ -222,3 +222,67 @@ func (l *lockedLog) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// TestPoolOOMCountsPinnedPageCache: a session cannot hide what it holds
+// from the pool's OOM policy in page cache that reclaim cannot free. Pages
+// of a /mnt/data file spliced into pipes stay on the inactive file list,
+// which a working set does not count, but the pipes' references keep
+// reclaim from freeing them. Red team (bwrap, 256 MiB pool): one session
+// pinned its file's cache so until the pool was full (its cgroup held 135
+// MiB, its working set 41 MiB), and the policy killed the other session
+// (132 MiB) instead. The policy now measures what each sandbox's cgroup
+// holds: once the kernel's reclaim has failed, what is left is not
+// reclaimable, and a kill frees it. gVisor keeps a sandbox's file cache in
+// its Sentry's memory file (counted either way).
+func TestPoolOOMCountsPinnedPageCache(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		o := opts
+		o.Ready, o.noPreload, o.noFontCache = 0, true, true
+		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 256<<20, 256<<20
+		held, pinned := 80, 200 // MiB: the other session's, what the pinner tries to pin
+		if opts.Mode == ModeGvisor {
+			o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 512<<20, 512<<20
+			held, pinned = 160, 400
+		}
+		o.MaxDataDirBytes, o.MaxFileSizeBytes = 1<<30, 1<<30
+		e := poolMemoryExecutor(t, o)
+		if !e.oomPolicy {
+			t.Skip("no pool OOM policy here (it needs a cgroup v1 memory controller)")
+		}
+		other, pinner := newKernel(t, e), newKernel(t, e)
+		requireOK(t, other, fmt.Sprintf("q = 41\nx = bytearray(%d << 20)", held))
+		pinProc, err := pinner.current()
+		require.NoError(t, err)
+		// Write the file, then splice its pages into as many pipes as it
+		// takes (1 MiB each where the pipe size allows).
+		res := runT(t, pinner, fmt.Sprintf(`import os, fcntl, resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+N = %d << 20
+with open('/mnt/data/pin', 'wb') as f:
+    for _ in range(N >> 20):
+        f.write(b'p' * (1 << 20))
+fd = os.open('/mnt/data/pin', os.O_RDONLY)
+pipes, off = [], 0
+while off < N:
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    except OSError:
+        pass
+    pipes.append((r, w))
+    while off < N:
+        try:
+            n = os.splice(fd, w, N - off, offset_src=off, flags=os.SPLICE_F_NONBLOCK)
+        except BlockingIOError:
+            break
+        off += n
+off >> 20`, pinned), 2*time.Minute)
+		t.Logf("pinner: %s %s restarted %v %q", res.Status, res.Value, res.Restarted, lastBytes(res.Stderr, 200))
+		res = runT(t, other, "q + 1", time.Minute)
+		require.Equal(t, "42", string(res.Value), "the session that held less was killed (restarted %v): %q", res.Restarted, lastBytes(res.Stderr, 200))
+		require.True(t, pinProc.cg.oomKilled.Load(), "the pinning session was not the pool's OOM victim")
+	})
+}
