@@ -48,7 +48,11 @@ import (
 // until some process happened to fault (TestPoolOOMKernelCharges). The
 // charge that set it off fails when the kill comes after the kernel gave up
 // on it (in that test it came within the kernel's reclaim retries and the
-// write went through whole); the charges after it find room.
+// write went through whole); the charges after it find room. File pages
+// that reclaim cannot free (a file's pages spliced into pipes) defeat the
+// second test: with 110 MiB so pinned in a full 256 MiB pool, a bwrap
+// session's write came back short and no kill came within 3 s (red team);
+// the next page fault still has the pinning sandbox killed (oomVictim).
 //
 // What no kill frees: files in /mnt/data when the data directory is in
 // memory (a tmpfs, as /tmp is on some systems): their pages are charged to
