@@ -159,6 +159,11 @@ func forEachBackendAlone(t *testing.T, f func(t *testing.T, opts Options)) {
 // missing, or fails it instead when AZSESSIONS_REQUIRE_SANDBOX=1.
 func requireGvisor(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		// go test -short: the quick loop runs the bwrap side only; the
+		// gVisor runs (about half of this package's time) are make test's.
+		t.Skip("-short: the gVisor backend is tested by the full suite (make test)")
+	}
 	requireSandbox(t, false)
 	if _, err := exec.LookPath("runsc"); err != nil {
 		if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {

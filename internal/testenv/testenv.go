@@ -77,6 +77,9 @@ func DataDir(t testing.TB) string {
 // AZSESSIONS_REQUIRE_SANDBOX=1.
 func NeedGvisor(t testing.TB, modules ...string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the gVisor backend is tested by the full suite (make test)")
+	}
 	missing := ""
 	if _, err := exec.LookPath("runsc"); err != nil {
 		missing = "runsc (Debian package runsc)"
