@@ -74,6 +74,16 @@
 // session is held (it cannot expire) until each answer has been sent, and
 // its idle time counts from the end of the last one.
 //
+// Sessions are created by the first request naming a new identifier (the
+// service's documentation: there is no create call). Here every route with
+// an identifier creates one except GET executions/{id}, GET and DELETE
+// session and stopSession, which answer an unknown identifier with
+// SessionWithIdentifierNotFound. A session ended by DELETE session,
+// stopSession or expiry is gone with its kernel state and files: a later
+// request with the same identifier creates a new, empty session, as a new
+// identifier would. Which routes create a session is the emulator's guess
+// (no public source lists them); no logic of the client depends on it.
+//
 // Files: every file operation stays inside the session's data directory
 // (os.Root; symlinks are followed only while they stay inside). On the read
 // routes (get, download, list, delete) a path that is missing, is not a

@@ -41,7 +41,9 @@ const (
 	// package runsc; the same files, limits and features as SandboxBwrap.
 	SandboxGvisor = sandbox.ModeGvisor
 	// SandboxNone runs kernels as plain processes: no isolation at all. Only for
-	// trusted code on machines without bubblewrap.
+	// trusted code on Linux machines without bubblewrap (like every mode, it
+	// needs Linux: on other systems NewSandboxExecutor returns an error
+	// wrapping errors.ErrUnsupported).
 	SandboxNone = sandbox.ModeNone
 )
 
