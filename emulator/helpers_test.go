@@ -171,7 +171,7 @@ type env struct {
 	srv    *httptest.Server
 	clock  *fakeClock
 	script *script
-	logs   *syncBuffer
+	logs   *testenv.SyncBuffer
 	// serving counts the requests inside the handler (see waitIdle).
 	serving atomic.Int64
 }
@@ -184,22 +184,9 @@ func (e *env) waitIdle() {
 	require.Eventually(e.t, func() bool { return e.serving.Load() == 0 }, time.Minute, time.Millisecond)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
-
 func newEnv(t *testing.T, opt emulator.Options) *env {
 	t.Helper()
-	e := &env{t: t, clock: &fakeClock{t: time.Date(2026, 1, 30, 6, 16, 17, 0, time.UTC)}, script: newScript(), logs: &syncBuffer{}}
+	e := &env{t: t, clock: &fakeClock{t: time.Date(2026, 1, 30, 6, 16, 17, 0, time.UTC)}, script: newScript(), logs: &testenv.SyncBuffer{}}
 	if opt.Executor == nil {
 		opt.Executor = emulator.ScriptedExecutor(e.script.run)
 	}

@@ -166,7 +166,7 @@ func TestRunNetworkExposure(t *testing.T) {
 			args := append([]string{"-sandbox", "none", "-ready", "0", "-python", "/usr/bin/python3"}, tt.args...)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stdout, stderr syncBuffer
+			var stdout, stderr testenv.SyncBuffer
 			done := make(chan error, 1)
 			go func() { done <- run(ctx, args, &stdout, &stderr, nil) }()
 			if !tt.ok {
@@ -198,13 +198,13 @@ func TestRunNetworkExposure(t *testing.T) {
 
 // started is a run of the command in a goroutine (startRun).
 type started struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *testenv.SyncBuffer
 	done           chan error // run's error, once it returned
 }
 
 // startRun runs the command with args until ctx ends, in a goroutine.
 func startRun(ctx context.Context, args ...string) *started {
-	r := &started{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	r := &started{stdout: &testenv.SyncBuffer{}, stderr: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 	go func() { r.done <- run(ctx, args, r.stdout, r.stderr, nil) }()
 	return r
 }
@@ -223,18 +223,6 @@ func (r *started) endpoint(t *testing.T, within time.Duration) string {
 	}, within, 20*time.Millisecond, "stderr: %s", r.stderr.String())
 	return strings.TrimSpace(r.stdout.String())
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestRun starts the emulator with the real sandbox, runs code through it
 // and shuts it down. It is skipped when the sandbox cannot start here

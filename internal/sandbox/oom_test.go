@@ -3,14 +3,12 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -189,7 +187,7 @@ func TestPoolOOMWarnsDataDirInMemory(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var log lockedLog
+			var log testenv.SyncBuffer
 			o := testOptions(ModeBwrap)
 			o.Ready, o.noPreload, o.noFontCache = 0, true, true
 			o.DataDir, o.Logger = dir, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -203,24 +201,6 @@ func TestPoolOOMWarnsDataDirInMemory(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedLog is a log destination that tests read while the executor writes.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // TestPoolOOMCountsPinnedPageCache: a session cannot hide what it holds
