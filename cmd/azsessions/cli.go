@@ -64,7 +64,15 @@ type cli struct {
 	*globals
 	*env
 	args []string
+	// dash is the index in args of the first argument after "--", -1
+	// without "--".
+	dash int
 	verb *verb
+	// loop is set for a %verb of the shell loop, whose stdin is the loop's.
+	loop bool
+	// poolType is the kind of pool the embedded emulator serves
+	// (emulator.PoolTypeShell for sh; "" is PythonLTS).
+	poolType string
 
 	client  *azsessions.Client
 	emu     *emulator.Server
@@ -89,7 +97,8 @@ func (c *cli) announce() {
 // session may exist there: not a refused connection or a usage error.
 func reachedService(err error) bool {
 	var re *azcore.ResponseError
-	return err == nil || exitCode(err) == exitCodeFailed || (errors.As(err, &re) && re.StatusCode != 0)
+	var ce *commandExit
+	return err == nil || exitCode(err) == exitCodeFailed || errors.As(err, &ce) || (errors.As(err, &re) && re.StatusCode != 0)
 }
 
 func (c *cli) close() {
@@ -117,7 +126,11 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 				return nil, usageErrorf("%v", err)
 			}
 		}
-		exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: c.sandbox, Python: c.python, Ready: 1})
+		sopts := emulator.SandboxOptions{Mode: c.sandbox, Python: c.python, Ready: 1}
+		if c.poolType == emulator.PoolTypeShell {
+			sopts.Preload = []string{} // commands, not Python: no numpy import in the background
+		}
+		exec, err := emulator.NewSandboxExecutor(sopts)
 		if err != nil {
 			if errors.Is(err, emulator.ErrNoBubblewrap) && !errors.Is(err, errors.ErrUnsupported) { // ErrUnsupported: not Linux
 				return nil, fmt.Errorf("emulator: %w (install bubblewrap, or use --sandbox=none for trusted code only)", err)
@@ -127,12 +140,12 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 		if c.sandbox == emulator.SandboxNone {
 			fmt.Fprintln(c.stderr, "azsessions: warning: the emulator runs code WITHOUT isolation (--sandbox=none): trusted code only")
 		}
-		if c.verb != nil && c.verb.name != "shell" && c.verb.name != "exec" {
+		if c.verb != nil && c.verb.name != "shell" && c.verb.name != "exec" && c.verb.name != "sh" {
 			// Files and sessions of a one-command emulator are gone when the
 			// command ends: say so, as a later ls would find nothing.
 			fmt.Fprintln(c.stderr, "azsessions: note: --emulator lasts for this command only; its sessions and files end with it (use 'azsessions --emulator shell', or run azsessions-emulator and set "+envEndpoint+")")
 		}
-		srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec})
+		srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, PoolType: c.poolType})
 		if err != nil {
 			return nil, fmt.Errorf("emulator: %w", err)
 		}
@@ -224,9 +237,12 @@ func (e *credentialFailure) Unwrap() error { return e.err }
 // exitCode maps an error to an exit status.
 func exitCode(err error) int {
 	var ee *exitError
+	var ce *commandExit
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &ce):
+		return ce.code
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.Is(err, azsessions.ErrInvalidIdentifier), errors.Is(err, azsessions.ErrInvalidFileName),

@@ -39,19 +39,19 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 
 // parseInterspersed parses flags anywhere among the arguments (flag stops
 // at the first argument that is not a flag) and returns the others in order.
-// Everything after "--" is an argument.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
+// Everything after "--" is an argument; dash is the index in pos where those
+// start, or -1 when there was no "--" (sh tells its two forms apart by it).
+func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		consumed := len(args) - fs.NArg()
 		if consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, fs.Args()...), nil
+			return append(pos, fs.Args()...), len(pos), nil
 		}
 		if fs.NArg() == 0 {
-			return pos, nil
+			return pos, -1, nil
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
@@ -80,7 +80,8 @@ Global flags (also accepted after the verb):
   --json              print the service's JSON objects (for scripts)
 
 Exit status: 0 success, 1 the code failed (status Failed or Canceled),
-2 usage error, 3 service, transport, credential or local file error.
+2 usage error, 3 service, transport, credential or local file error;
+sh exits with the command's own exit code (see 'azsessions sh --help').
 
 Run 'azsessions VERB --help' for a verb's flags and examples.
 `

@@ -87,6 +87,12 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// commandExit is the exit code of a command that sh ran, passed on as the
+// exit status with nothing more printed (its stdout and stderr are there).
+type commandExit struct{ code int }
+
+func (e *commandExit) Error() string { return fmt.Sprintf("the command exited with %d", e.code) }
+
 // usageErrorf is an error of the command line: exit status 2.
 func usageErrorf(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
@@ -136,16 +142,19 @@ func runVerb(ctx context.Context, v *verb, g *globals, args []string, e *env) in
 	g.register(fs)
 	run := v.flags(fs)
 	fs.Usage = func() {}
-	pos, err := parseInterspersed(fs, args)
+	pos, dash, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, errHelp) {
 			printVerbHelp(e.stdout, v, fs)
 			return exitOK
 		}
+		if v == shVerb && strings.Contains(err.Error(), "flag provided but not defined") {
+			fmt.Fprintln(e.stderr, "hint: quote the command line (sh 'ls -a'), or put the program and its arguments after -- (sh -- ls -a)")
+		}
 		fmt.Fprintf(e.stderr, "Run 'azsessions %s --help' for usage.\n", v.name)
 		return exitUsage
 	}
-	c := &cli{globals: g, env: e, args: pos, verb: v}
+	c := &cli{globals: g, env: e, args: pos, dash: dash, verb: v}
 	defer c.close()
 	err = run(ctx, c)
 	if reachedService(err) {
@@ -160,6 +169,10 @@ func (c *cli) exit(err error) int {
 		return exitOK
 	}
 	code := exitCode(err)
+	var ce *commandExit
+	if errors.As(err, &ce) {
+		return code // the command's own exit status: its output said the rest
+	}
 	if code != exitCodeFailed { // a failed program already showed its traceback
 		msg := describe(err)
 		if c.session != nil && c.session.Identifier() != "" {
@@ -170,6 +183,9 @@ func (c *cli) exit(err error) int {
 		msg = strings.TrimPrefix(msg, "azsessions: ")
 		if azcoreStatus(err) == http.StatusNotFound && c.session != nil && !c.fresh && c.verb.name != "sessions" {
 			msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+		}
+		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "sh" {
+			msg += "\nhint: sh needs a Shell session pool (containerType Shell); a code-interpreter pool refuses shell commands: run its code with exec"
 		}
 		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
 	}

@@ -132,14 +132,14 @@ func (c *cli) shellVerb(ctx context.Context, words []string) (quit bool) {
 	fs.BoolVar(&c.json, "json", c.json, "print the service's JSON objects")
 	run := v.flags(fs)
 	fs.Usage = func() {}
-	pos, err := parseInterspersed(fs, words[1:])
+	pos, dash, err := parseInterspersed(fs, words[1:])
 	if err != nil {
 		if err == errHelp {
 			printVerbHelp(c.stdout, v, fs)
 		}
 		return false
 	}
-	sub := &cli{globals: c.globals, env: c.env, args: pos, verb: v, client: c.client, session: c.session}
+	sub := &cli{globals: c.globals, env: c.env, args: pos, dash: dash, loop: true, verb: v, client: c.client, session: c.session}
 	sub.exit(run(ctx, sub))
 	return false
 }

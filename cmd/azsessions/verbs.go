@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	verbs = []*verb{execVerb, uploadVerb, lsVerb, downloadVerb, rmVerb, sessionsVerb, metadataVerb, shellVerb}
+	verbs = []*verb{execVerb, shVerb, uploadVerb, lsVerb, downloadVerb, rmVerb, sessionsVerb, metadataVerb, shellVerb}
 }
 
 // errCodeFailed is returned when the code ran and failed: exit status 1,
