@@ -59,7 +59,8 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int,
 }
 
 const overview = `azsessions runs Python and moves files in Azure Container Apps dynamic sessions
-(the code interpreter), against a session pool or the embedded local emulator.
+(the code interpreter), and commands on Shell pools (sh), against a session pool or
+the embedded local emulator.
 
 Usage:
   azsessions [global flags] VERB [flags] [arguments]

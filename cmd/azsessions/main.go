@@ -1,7 +1,8 @@
 // Command azsessions runs Python and moves files in Azure Container Apps
 // dynamic sessions (the code interpreter) from a terminal or a script: the
-// verbs of `az containerapp session code-interpreter` and a few more, on the
-// azsessions client, against a session pool or the embedded local emulator.
+// verbs of `az containerapp session code-interpreter` and a few more (sh runs
+// commands on Shell pools), on the azsessions client, against a session pool or
+// the embedded local emulator.
 //
 // Usage:
 //
@@ -10,6 +11,7 @@
 // Verbs:
 //
 //	exec      run Python code (from an argument, a file or stdin)
+//	sh        run a command on a Shell session pool (exit status: its exit code)
 //	upload    upload files and directories to /mnt/data
 //	ls        list the files of the session
 //	download  download a file (atomically) or write it to stdout
@@ -23,7 +25,8 @@
 // AZURE_POOL_MANAGEMENT_ENDPOINT; an https endpoint is called with
 // azidentity's DefaultAzureCredential (for example after `az login`), an http
 // one (a local emulator) without a credential. --emulator starts the embedded
-// emulator (bubblewrap sandbox) for the one command, or for the whole `shell`.
+// emulator (bubblewrap sandbox) for the one command, or for the whole `shell`;
+// for sh it is a Shell pool, for the other verbs a Python one.
 // The session identifier comes from --session or AZSESSIONS_SESSION; when
 // neither is set a fresh one is made and printed on stderr so that the next
 // command can reuse the session.
@@ -31,7 +34,9 @@
 // Exit status: 0 success, 1 the code ran and failed (status Failed or
 // Canceled), 2 usage error (bad flags or arguments, detected before any
 // request), 3 the service, the transport, the credential or a local file
-// failed.
+// failed. sh exits with the command's own exit code (1 when the execution has
+// none); its usage and service errors keep 2 and 3 and print
+// "azsessions sh: ..." on stderr.
 //
 // Every verb has --help with examples; --version prints the version.
 package main

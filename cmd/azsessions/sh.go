@@ -59,7 +59,7 @@ Shell pool (the --emulator one of the shell runs Python).`,
 azsessions --emulator sh -- ls -a
 echo hi | azsessions --emulator sh --stdin - 'read L; echo got:$L'
 azsessions sh --stdin input.txt --timeout 2m 'sort | uniq -c > counts.txt' && azsessions download counts.txt
-azsessions sh --json -- python3 --version | jq -r .status`,
+azsessions sh --json -- uname -a | jq -r .status`,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli) error {
 		stdin := fs.String("stdin", "", "send `FILE` as the command's standard input (- for this command's stdin; default none)")
 		timeout := new(time.Duration)

@@ -106,6 +106,8 @@ func TestSh(t *testing.T) {
 		{name: "json keeps the exit code", env: []string{ep, sess}, args: []string{"--json", "sh", "exit 4"}, code: 4, contains: []string{`"status": "4"`}, absent: []string{"azsessions sh:"}},
 		{name: "json without an exit code", env: []string{ep, sess}, args: []string{"sh", "--json", "hang"}, code: 1, contains: []string{`"status": "Failed"`, `"code": "Timeout"`}, absent: []string{"did its --timeout pass?"}},
 		{name: "fresh session printed after an exit code", env: []string{ep}, args: []string{"sh", "exit 5"}, code: 5, contains: []string{"new session ", "AZSESSIONS_SESSION="}},
+		{name: "in the shell loop", env: []string{ep, sess}, stdin: "%sh 'echo hi'\n%sh --stdin - cat\n%sh -- ls -a\n%sh 'exit 3'\n%sh --json 'exit 4'\n", args: []string{"shell"},
+			contains: []string{`{"command":"echo hi","stdin":""}`, "--stdin - would read the shell's own input", `{"argv":["ls","-a"],"stdin":""}`, "exiting 3\n", `"status": "4"`}},
 		{name: "a code-interpreter pool refuses", env: []string{"AZURE_POOL_MANAGEMENT_ENDPOINT=" + python.Endpoint(), sess}, args: []string{"sh", "ls"}, code: 3, contains: []string{"400", "hint: sh needs a Shell session pool"}, absent: []string{id}},
 
 		// usage errors, before any request (nothing listens on closed)
