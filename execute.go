@@ -405,12 +405,12 @@ func (s *Session) Execute(ctx context.Context, code string, options *ExecuteOpti
 	if options == nil {
 		options = &ExecuteOptions{}
 	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
 	req, err := s.checkExecute(code, options)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	ctx, end := s.client.startOp(ctx, op)
-	defer func() { end(err) }()
 	poller, err := s.beginExecution(ctx, code, req, options, wire.ExecutionSynchronous)
 	if err != nil {
 		return ExecuteResponse{}, err
@@ -653,8 +653,8 @@ func (o *operationIDs) release(identifier, id string) {
 
 // executeCreateRequest builds POST executions (flat body, operation-id
 // header) or, on the legacy contract, POST code/execute (properties-wrapped
-// body). Its retries are limited by shouldRetryExecute and observed by a
-// sendTracker.
+// body). Its retries are limited by sendTracker.shouldRetry and observed by
+// the same sendTracker.
 func (s *Session) executeCreateRequest(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (*policy.Request, *sendTracker, error) {
 	tracker := &sendTracker{}
 	retry := s.client.executeRetry
@@ -1074,6 +1074,8 @@ type GetExecutionResponse struct {
 func (s *Session) GetExecution(ctx context.Context, operationID string, options *GetExecutionOptions) (GetExecutionResponse, error) {
 	const op = "Session.GetExecution"
 	var err error
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
 	if err = s.requireExecutions(op); err != nil {
 		return GetExecutionResponse{}, err
 	}
@@ -1086,8 +1088,6 @@ func (s *Session) GetExecution(ctx context.Context, operationID string, options 
 		}
 		return GetExecutionResponse{}, err
 	}
-	ctx, end := s.client.startOp(ctx, op)
-	defer func() { end(err) }()
 	req, err := s.getExecutionCreateRequest(ctx, operationID)
 	if err != nil {
 		return GetExecutionResponse{}, err
@@ -1143,6 +1143,8 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 	if options == nil {
 		options = &BeginExecuteOptions{}
 	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
 	if err = s.requireExecutions(op); err != nil {
 		return nil, err
 	}
@@ -1150,17 +1152,17 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 		if err = s.validate(); err != nil {
 			return nil, err
 		}
-		return runtime.NewPollerFromResumeToken(options.ResumeToken, s.client.internal.Pipeline(), &runtime.NewPollerFromResumeTokenOptions[ExecuteResponse]{
+		var poller *runtime.Poller[ExecuteResponse]
+		poller, err = runtime.NewPollerFromResumeToken(options.ResumeToken, s.client.internal.Pipeline(), &runtime.NewPollerFromResumeTokenOptions[ExecuteResponse]{
 			Handler: &executionPoller{session: s},
 			Tracer:  s.client.internal.Tracer(),
 		})
+		return poller, err
 	}
 	p, err := s.checkExecute(code, &options.ExecuteOptions)
 	if err != nil {
 		return nil, err
 	}
-	ctx, end := s.client.startOp(ctx, op)
-	defer func() { end(err) }()
 	poller, err := s.beginExecution(ctx, code, p, &options.ExecuteOptions, wire.ExecutionAsynchronous)
 	return poller, err
 }

@@ -279,9 +279,9 @@ type multipartBody struct {
 	start       int64 // offset of the content in src
 	contentSize int64
 	head, tail  []byte
-	boundary    string
-	gen         int   // generation of the current view
-	srcPos      int64 // src's position relative to start, or -1 when unknown
+	ctype       string // the body's Content-Type, with the boundary
+	gen         int    // generation of the current view
+	srcPos      int64  // src's position relative to start, or -1 when unknown
 	cur         *bodyView
 }
 
@@ -320,7 +320,7 @@ func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipa
 	if err := mw.Close(); err != nil {
 		return nil, err
 	}
-	b := &multipartBody{src: src, start: start, contentSize: endOff - start, boundary: mw.Boundary(), srcPos: -1}
+	b := &multipartBody{src: src, start: start, contentSize: endOff - start, ctype: mw.FormDataContentType(), srcPos: -1}
 	b.head, b.tail = buf.Bytes()[:headLen:headLen], buf.Bytes()[headLen:]
 	b.cur = &bodyView{b: b}
 	return b, nil
@@ -330,7 +330,7 @@ func newMultipartBody(src io.ReadSeeker, filename, contentType string) (*multipa
 // CR and LF) or DEL: none may stand in a file name or a part header.
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-func (b *multipartBody) contentType() string { return "multipart/form-data; boundary=" + b.boundary }
+func (b *multipartBody) contentType() string { return b.ctype }
 
 func (b *multipartBody) size() int64 { return int64(len(b.head)) + b.contentSize + int64(len(b.tail)) }
 

@@ -136,8 +136,11 @@ func (s *Session) ExecuteShell(ctx context.Context, cmd ShellExecution, options 
 	if options == nil {
 		options = &ExecuteShellOptions{}
 	}
+	ctx, end := s.client.startOp(ctx, op)
+	defer func() { end(err) }()
 	if !s.client.features.ExecutionOptions {
-		return ExecuteShellResponse{}, fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
+		err = fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
+		return ExecuteShellResponse{}, err
 	}
 	if err = s.validate(); err != nil {
 		return ExecuteShellResponse{}, err
@@ -156,8 +159,6 @@ func (s *Session) ExecuteShell(ctx context.Context, cmd ShellExecution, options 
 		body.OutputStreamsMaxLength = &eo.OutputStreamsMaxLength
 	}
 	p.body = body
-	ctx, end := s.client.startOp(ctx, op)
-	defer func() { end(err) }()
 	poller, err := s.beginExecution(ctx, "", p, &eo, wire.ExecutionSynchronous)
 	if err != nil {
 		return ExecuteShellResponse{}, err

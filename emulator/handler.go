@@ -59,7 +59,9 @@ const (
 	// request's outputStreamsMaxLength above it is refused with 400
 	// SessionRequestValidationFailed (it is never clamped silently), and so
 	// is an Options.OutputStreamsMaxLength above it. Each of stdout and
-	// stderr of an execution is buffered up to this many characters.
+	// stderr of an execution is buffered up to this many characters (the
+	// sandbox executor's own cap is the same number; sandbox_linux.go fails
+	// to compile if they differ).
 	MaxOutputStreamsMaxLength = 1 << 20
 	// MaxOutputMaxLength is the former name of MaxOutputStreamsMaxLength.
 	//
@@ -657,8 +659,6 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 	return rt
 }
 
-// authorized says whether r carries a bearer token that RequireToken accepts:
-// any non-empty one, or exactly Options.Token when it is set.
 // poolError is the service's answer to an error of pool.acquire.
 func (h *Handler) poolError(err error) *apiError {
 	switch {
@@ -677,6 +677,8 @@ func (h *Handler) poolError(err error) *apiError {
 	}
 }
 
+// authorized says whether r carries a bearer token that RequireToken accepts:
+// any non-empty one, or exactly Options.Token when it is set.
 func (h *Handler) authorized(r *http.Request) bool {
 	a := r.Header.Get("Authorization")
 	if len(a) <= len("Bearer ") || !strings.EqualFold(a[:len("Bearer ")], "Bearer ") {

@@ -1289,7 +1289,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.Request) (kernel.Result
 	if err != nil {
 		return kernel.Result{}, err
 	}
-	outputMax = min(outputMax, maxOutputStreamsMaxLength) // each stream buffers up to 4 bytes a character
+	outputMax = min(outputMax, MaxOutputStreamsMaxLength) // each stream buffers up to 4 bytes a character
 	p, err := k.current()
 	if err != nil {
 		return kernel.Result{}, err

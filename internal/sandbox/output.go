@@ -11,9 +11,11 @@ import (
 	"github.com/azsessions/azsessions/internal/kernel"
 )
 
-// maxOutputStreamsMaxLength caps a Request's output cap (the emulator
-// refuses larger values), so that a stream buffers at most about 4 MiB.
-const maxOutputStreamsMaxLength = 1 << 20
+// MaxOutputStreamsMaxLength caps a Request's output cap (the emulator
+// refuses larger values), so that a stream buffers at most about 4 MiB. It is
+// emulator.MaxOutputStreamsMaxLength: emulator/sandbox_linux.go fails to
+// compile if the two differ.
+const MaxOutputStreamsMaxLength = 1 << 20
 
 // stream collects one of a kernel's output streams (stdout or stderr) for the
 // execution in progress. The driver ends each execution's output with the
