@@ -696,37 +696,54 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 	return req.Next()
 }
 
-// Where each REST operation lives. Every method is the same five steps
+// Where each REST operation lives. Most methods are the same five steps
 // (startOp: API name and span; xCreateRequest: checks, route, query, body;
-// the pipeline and the status check (do); xHandleResponse: decoding), and
-// the branch between the legacy and the executions contract is only in
-// those helpers:
+// the pipeline and the status check (do); xHandleResponse: decoding). Not
+// every operation has both helpers: DELETE session, DELETE files/{name} and
+// the download have no xHandleResponse (the status is the answer, or the
+// body is streamed to the caller), Session.Do returns the container's
+// response as it is, and the pagers' Fetchers build their requests inline
+// (NewListContainerSessionsPager has no named builder). The branch between
+// the legacy and the executions contract (features.Legacy) is in those
+// helpers and in the per-operation checks: fileRoute (GetFile, DownloadFile,
+// DeleteFile), listFilesCheck, checkExecuteOptions and requireExecutions;
+// the checks of features added later (requireSessionManagement, Stop's
+// stopCreateRequest, ExecuteShell's ExecutionOptions check, the options
+// checked by checkExecuteOptions and listFilesCheck) refuse an operation or
+// option the version lacks before any I/O.
 //
 //	POST executions, POST code/execute   execute.go   executeCreateRequest, executeHandleResponse
-//	POST executions (Shell pools)        shell.go     ExecuteShell: shellBody, then executeCreateRequest (executeParams.body)
+//	POST executions (Shell pools)        shell.go     ExecuteShell: shellBody, checkExecuteOptions, then beginExecution (executeParams.body)
 //	GET executions/{id}                   execute.go   getExecutionCreateRequest, getExecutionHandleResponse
 //	POST files, POST files/upload         files.go     uploadFileCreateRequest, uploadFileHandleResponse
-//	GET files                             files.go     listFilesCreateRequest, listFilesHandleResponse
+//	GET files                             files.go     listFilesCheck, listFilesCreateRequest, listFilesHandleResponse
 //	GET files/{name}                      files.go     getFileCreateRequest, getFileHandleResponse
 //	GET files/{name}/content (legacy
-//	    files/content/{name})             files.go     downloadFileCreateRequest
-//	DELETE files/{name}                   files.go     deleteFileCreateRequest
-//	GET session, DELETE session           session.go   getCreateRequest, getHandleResponse, deleteCreateRequest
+//	    files/content/{name})             files.go     downloadFileCreateRequest (no handler: the body is the caller's)
+//	DELETE files/{name}                   files.go     deleteFileCreateRequest (no handler)
+//	GET session, DELETE session           session.go   getCreateRequest, getHandleResponse, deleteCreateRequest (no handler)
 //	POST .management/stopSession          session.go   stopCreateRequest, stopHandleResponse
 //	any method, any path (custom
-//	    containers' pass-through)         container.go Session.Do: doCreateRequest
-//	POST .management/getSession           container.go getContainerSessionCreateRequest, getHandleResponse
-//	POST .management/listSessions         container.go NewListContainerSessionsPager, listSessionsHandleResponse
+//	    containers' pass-through)         container.go Session.Do: doCreateRequest (no handler)
+//	POST .management/getSession           container.go getContainerSessionCreateRequest; session.go getHandleResponse
+//	POST .management/listSessions         container.go NewListContainerSessionsPager (request built in its Fetcher);
+//	                                      session.go   listSessionsHandleResponse
 //	GET listSessions                      session.go   listSessionsCreateRequest, listSessionsHandleResponse
 //	GET metadata                          session.go   getMetadataCreateRequest, getMetadataHandleResponse
 //
 // An execution passes through Session.Execute (or BeginExecute),
-// checkExecute, beginExecution, executeCreateRequest, the pipeline
-// (retry with sendTracker.shouldRetry, redactErrorsPolicy,
-// retryUnauthorizedPolicy, the bearer policy, sendTrackerPolicy,
-// guardTransport), executeHandleResponse (lookupExecution after a lost
-// answer) and, while it runs, executionPoller.Poll. ARCHITECTURE.md adds
-// the emulator's side of each operation and the rest of an execution's path.
+// checkExecute, beginExecution, executeCreateRequest, the pipeline,
+// executeHandleResponse (lookupExecution after a lost answer) and, while it
+// runs, executionPoller.Poll. The pipeline newClient builds is, in order:
+// azcore's includeResponsePolicy and telemetry policy, the caller's
+// ClientOptions.PerCallPolicies, azcore's retry policy (for an execution
+// with sendTracker.shouldRetry), then on every try redactErrorsPolicy,
+// retryUnauthorizedPolicy and the bearer policy (with a credential),
+// sendCounterPolicy, uploadBodyPolicy, sendTrackerPolicy, the caller's
+// ClientOptions.PerRetryPolicies, azcore's httpHeaderPolicy, HTTP-trace,
+// log and bodyDownloadPolicy, and the transport guardTransport (around the
+// caller's ClientOptions.Transport). ARCHITECTURE.md adds the emulator's
+// side of each operation and the rest of an execution's path.
 
 // startOp sets the API name (for fakes) and opens a tracing span.
 func (c *Client) startOp(ctx context.Context, name string) (context.Context, func(error)) {

@@ -218,8 +218,10 @@ type StopSessionResponse struct {
 }
 
 // Stop stops the session's container: POST {endpoint}/.management/stopSession
-// (200 text/plain; api-version 2025-10-02-preview only, others give
-// ErrUnsupported before any I/O). An unknown session gives an
+// (200 text/plain; api-version 2025-02-02-preview and later, earlier ones
+// give ErrUnsupported before any I/O; no swagger of 2025-02-02-preview has
+// the route, Learn's custom-container article calls it with that version).
+// An unknown session gives an
 // *azcore.ResponseError (SessionWithIdentifierNotFound).
 func (s *Session) Stop(ctx context.Context, options *StopSessionOptions) (StopSessionResponse, error) {
 	const op = "Session.Stop"
@@ -241,7 +243,7 @@ func (s *Session) Stop(ctx context.Context, options *StopSessionOptions) (StopSe
 // stopCreateRequest builds POST {endpoint}/.management/stopSession.
 func (s *Session) stopCreateRequest(ctx context.Context, op string) (*policy.Request, error) {
 	if !s.client.features.StopSession {
-		return nil, fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
+		return nil, fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20250202Preview, s.client.version)
 	}
 	if err := s.validate(); err != nil {
 		return nil, err

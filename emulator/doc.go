@@ -37,7 +37,6 @@
 //	  DELETE session                 deleteSession (204)
 //	  GET    listSessions            listSessions (no identifier; skip=)
 //	  GET    metadata                metadata (no identifier)
-//	2025-10-02-preview:
 //	  POST   .management/stopSession stopSession (text/plain 200)
 //
 // # Custom containers

@@ -28,8 +28,8 @@ func (h *Handler) deleteSession(c *call) *apiError {
 	return nil
 }
 
-// stopSession serves POST .management/stopSession (2025-10-02-preview): 200
-// text/plain "Session {id} in session pool {pool} stopped.".
+// stopSession serves POST .management/stopSession (2025-02-02-preview and
+// later): 200 text/plain "Session {id} in session pool {pool} stopped.".
 func (h *Handler) stopSession(c *call) *apiError {
 	h.endSession(c)
 	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")

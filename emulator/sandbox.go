@@ -75,7 +75,7 @@ var ErrNoGvisor = sandbox.ErrNoGvisor
 // handling and data directory watcher use Linux interfaces). On other
 // systems it returns an error that wraps errors.ErrUnsupported, and
 // ErrNoBubblewrap or ErrNoGvisor for those modes; ScriptedExecutor and
-// EchoExecutor work everywhere.
+// azsessionstest.EchoExecutor work everywhere.
 func NewSandboxExecutor(opts SandboxOptions) (Executor, error) {
 	return newSandboxExecutor(opts)
 }

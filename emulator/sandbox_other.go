@@ -26,7 +26,7 @@ func (e *needsLinuxError) Error() string {
 	if mode == "" {
 		mode = SandboxBwrap
 	}
-	return fmt.Sprintf("emulator: the sandbox executor (-sandbox=%s) needs Linux, this is %s: run the emulator on Linux (a VM or container), or use ScriptedExecutor or EchoExecutor", mode, runtime.GOOS)
+	return fmt.Sprintf("emulator: the sandbox executor (-sandbox=%s) needs Linux, this is %s: run the emulator on Linux (a VM or container), or use emulator.ScriptedExecutor or azsessionstest.EchoExecutor", mode, runtime.GOOS)
 }
 
 func (e *needsLinuxError) Unwrap() []error {

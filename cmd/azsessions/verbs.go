@@ -553,8 +553,7 @@ var sessionsVerb = &verb{
 	summary: "list the pool's sessions; get, delete or stop one",
 	details: `list prints the pool's live sessions (identifier, created, last accessed,
 expires; UTC). get, delete and stop act on ID, or on --session /
-AZSESSIONS_SESSION. Needs api-version 2025-02-02-preview or later (stop:
-2025-10-02-preview).`,
+AZSESSIONS_SESSION. Needs api-version 2025-02-02-preview or later.`,
 	examples: `azsessions sessions list
 azsessions sessions get demo-1 --json
 azsessions --session demo-1 sessions delete`,
