@@ -127,7 +127,7 @@ func (k *Kernel) StartContainer(ctx context.Context, spec kernel.ContainerSpec) 
 		select {
 		case line, ok := <-p.msgs:
 			if !ok {
-				desc := p.exitDescription()
+				desc := p.exitDescription(k.e)
 				p.kill()
 				return fmt.Errorf("sandbox: %w before it listened on port %d (the sandbox ended: %s)%s", kernel.ErrContainerExited, spec.Port, desc, stderrNote(p))
 			}

@@ -910,8 +910,8 @@ func (p *proc) send(v any, deadline time.Time) error {
 	return err
 }
 
-// exitDescription says how the process ended.
-func (p *proc) exitDescription() string {
+// exitDescription says how the process of executor e ended.
+func (p *proc) exitDescription(e *Executor) string {
 	select {
 	case <-p.exited:
 	case <-time.After(2 * time.Second):
@@ -919,6 +919,9 @@ func (p *proc) exitDescription() string {
 	}
 	if p.cg != nil && p.cg.oomKilled.Load() {
 		return "killed: the sandboxes together reached the pool's memory limit and this one held the most"
+	}
+	if why := p.memoryDeath(e); why != "" {
+		return why
 	}
 	if p.waitErr == nil {
 		return "exit status 0"
@@ -1350,6 +1353,11 @@ func (x *execution) ensureRunning(ctx context.Context) error {
 	if why == "" && x.p != nil && x.p.cg != nil && x.p.cg.oomKilled.Load() {
 		why = "The sandboxes together reached the pool's memory limit and this one held the most"
 	}
+	if why == "" && x.p != nil {
+		if d := x.p.memoryDeath(k.e); d != "" {
+			return x.restart(ctx, "The kernel was "+d+"; it was restarted: variables were lost, files in /mnt/data were kept.")
+		}
+	}
 	if why != "" {
 		note = why + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."
 	}
@@ -1428,7 +1436,7 @@ func (x *execution) wait(ctx context.Context, id int) (kernel.Result, error) {
 		select {
 		case line, ok := <-p.msgs:
 			if !ok {
-				desc := p.exitDescription()
+				desc := p.exitDescription(x.k.e)
 				p.kill()
 				x.res.Duration = time.Since(x.start)
 				return x.finish(kernel.Failed, "The kernel died ("+desc+"); it will be restarted on the next execution: variables are lost, files in /mnt/data are kept.")

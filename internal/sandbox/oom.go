@@ -318,3 +318,64 @@ func dataDirInMemory(dir string) bool {
 	}
 	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }
+
+// memoryEvents reads the kernel's OOM counts of the memory group dir:
+// kills is how many of its processes the kernel's OOM killer killed, own
+// whether the group's own limit was what ran out. On cgroup v1 that is
+// memory.oom_control's oom_kill (the pool's OOM policy keeps the kernel's
+// killer off above the sandbox groups, so every such kill is for the
+// group's own limit: own is left to the caller); on v2
+// memory.events' oom_kill, and own from its oom (the group reached its own
+// memory.max: a pool-wide OOM counts in the pool's group, not here).
+// A kill for the pool's limit counts in the victim's group too, so on v1
+// a kill means the group's own limit only while the pool's OOM policy is
+// on (the kernel's OOM killer is then off at the pool's level).
+func memoryEvents(dir string, v2 bool) (kills int64, own bool, err error) {
+	file := "memory.oom_control"
+	if v2 {
+		file = "memory.events"
+	}
+	data, err := readProcFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0, false, err
+	}
+	found := false
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "oom_kill":
+			kills, found = n, true
+		case "oom":
+			own = v2 && n > 0
+		}
+	}
+	if !found {
+		return 0, false, errors.New(file + " has no oom_kill count")
+	}
+	return kills, own, nil
+}
+
+// memoryDeath says, when the kernel's OOM killer killed a process of the
+// sandbox, why it died in words for the session ("" when it did not, or
+// the cgroup cannot tell): its own memory limit (e's MemoryLimitBytes), or
+// without the pool's OOM policy possibly the pool's (MaxTotalMemoryBytes).
+func (p *proc) memoryDeath(e *Executor) string {
+	if p.cg == nil || p.cg.memory == "" {
+		return ""
+	}
+	kills, own, err := memoryEvents(p.cg.memory, p.cg.v2)
+	if err != nil || kills == 0 {
+		return ""
+	}
+	if own || (!p.cg.v2 && e.oomPolicy) {
+		return fmt.Sprintf("killed: it ran out of memory (the sandbox's memory limit is %d MiB, its /tmp and /dev/shm files included)", e.opts.MemoryLimitBytes>>20)
+	}
+	return "killed by the kernel's OOM killer: out of memory (the sandbox's limit or the pool's, which all sandboxes share)"
+}

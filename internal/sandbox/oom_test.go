@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,43 @@ off >> 20`, pinned), 2*time.Minute)
 		res = runT(t, other, "q + 1", time.Minute)
 		require.Equal(t, "42", string(res.Value), "the session that held less was killed (restarted %v): %q", res.Restarted, lastBytes(res.Stderr, 200))
 		require.True(t, pinProc.cg.oomKilled.Load(), "the pinning session was not the pool's OOM victim")
+	})
+}
+
+// TestMemoryLimitDeathSaysWhy: a kernel killed by the kernel's OOM killer
+// for its sandbox's own memory limit is told so, in the execution that
+// died and, when it died between executions (a background thread), in the
+// next one's restart note: before, the session read only "exit status 137"
+// or "had stopped", with nothing about memory (fresh-user report), and a
+// model could not tell that it should use less.
+func TestMemoryLimitDeathSaysWhy(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	forEachBackend(t, func(t *testing.T, opts Options) {
+		o := opts
+		o.Ready, o.noPreload, o.noFontCache = 0, true, true
+		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 160<<20, 1<<30
+		e := poolMemoryExecutor(t, o)
+		if !e.oomPolicy {
+			t.Skip("a kill for the sandbox's own limit is told apart from the pool's only with the pool OOM policy (cgroup v1 memory controller)")
+		}
+		k := newKernel(t, e)
+		grow := "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))"
+		res := runT(t, k, grow, time.Minute)
+		require.Equal(t, kernel.Failed, res.Status)
+		if strings.Contains(res.Stderr, "MemoryError") {
+			t.Skip("the allocation failed with MemoryError before the OOM killer acted: nothing died")
+		}
+		require.Contains(t, res.Stderr, "ran out of memory (the sandbox's memory limit is 160 MiB", "the dying execution does not say why: %q", lastBytes(res.Stderr, 300))
+
+		// Between executions: a thread grows after the cell returned.
+		requireOK(t, k, "import threading\ndef grow():\n    c = []\n    while True:\n        c.append(bytearray(1 << 20))\nthreading.Thread(target=grow, daemon=True).start()")
+		p, err := k.current()
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return !p.alive() }, time.Minute, 20*time.Millisecond, "the growing thread's kernel did not die")
+		res = requireOK(t, k, "6 * 7")
+		require.True(t, res.Restarted)
+		require.Contains(t, res.Stderr, "ran out of memory (the sandbox's memory limit is 160 MiB", "the restart note does not say why: %q", lastBytes(res.Stderr, 300))
+		require.Equal(t, "42", string(res.Value))
 	})
 }
