@@ -612,7 +612,12 @@ func (h *Handler) serve(w *statusWriter, r *http.Request) *route {
 	rt, params, version, aerr := h.match(r)
 	if h.opt.RequireToken && !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", resource_id="https://dynamicsessions.io"`)
-		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "a bearer token is required (Authorization: Bearer ...)"))
+		msg := "a bearer token is required (Authorization: Bearer ...)"
+		if h.opt.Token != "" && bearerToken(r) != "" {
+			// Never the token itself, either one.
+			msg = "the bearer token is not the one this emulator accepts (Options.Token, AZSESSIONS_EMULATOR_TOKEN)"
+		}
+		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
 		return rt
 	}
 	if aerr != nil {
@@ -680,15 +685,24 @@ func (h *Handler) poolError(err error) *apiError {
 // authorized says whether r carries a bearer token that RequireToken accepts:
 // any non-empty one, or exactly Options.Token when it is set.
 func (h *Handler) authorized(r *http.Request) bool {
-	a := r.Header.Get("Authorization")
-	if len(a) <= len("Bearer ") || !strings.EqualFold(a[:len("Bearer ")], "Bearer ") {
+	tok := bearerToken(r)
+	if tok == "" {
 		return false
 	}
-	tok := strings.TrimSpace(a[len("Bearer "):])
 	if h.opt.Token == "" {
 		return tok != ""
 	}
 	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.opt.Token)) == 1
+}
+
+// bearerToken is the token of r's Authorization: Bearer header ("" when
+// there is none).
+func bearerToken(r *http.Request) string {
+	a := r.Header.Get("Authorization")
+	if len(a) <= len("Bearer ") || !strings.EqualFold(a[:len("Bearer ")], "Bearer ") {
+		return ""
+	}
+	return strings.TrimSpace(a[len("Bearer "):])
 }
 
 // reserveBody reserves room for r's body in the pool-wide budget of

@@ -72,16 +72,21 @@ func TestStartRefusesNonLoopback(t *testing.T) {
 func TestSharedToken(t *testing.T) {
 	e := newEnv(t, emulator.Options{RequireToken: true, Token: "s3cret-tok"})
 	q := qv(wire.V20251002Preview, "sess-token")
+	// The message tells a missing token from a wrong one (a fresh user
+	// read "a bearer token is required" for a wrong one), naming neither.
+	const missing, wrong = "a bearer token is required", "not the one this emulator accepts"
 	for _, tt := range []struct {
 		auth string
 		want int
+		msg  string
 	}{
-		{"", http.StatusUnauthorized},
-		{"Bearer other", http.StatusUnauthorized},
-		{"Bearer s3cret-to", http.StatusUnauthorized},
-		{"Basic s3cret-tok", http.StatusUnauthorized},
-		{"Bearer s3cret-tok", http.StatusOK},
-		{"bearer s3cret-tok", http.StatusOK},
+		{"", http.StatusUnauthorized, missing},
+		{"Bearer other", http.StatusUnauthorized, wrong},
+		{"Bearer s3cret-to", http.StatusUnauthorized, wrong},
+		{"Basic s3cret-tok", http.StatusUnauthorized, missing},
+		{"Bearer ", http.StatusUnauthorized, missing},
+		{"Bearer s3cret-tok", http.StatusOK, ""},
+		{"bearer s3cret-tok", http.StatusOK, ""},
 	} {
 		hdr := map[string]string{}
 		if tt.auth != "" {
@@ -89,6 +94,11 @@ func TestSharedToken(t *testing.T) {
 		}
 		r := e.postJSON("executions", q, map[string]any{"code": "print:x"}, hdr)
 		require.Equal(t, tt.want, r.status, "%q: %s", tt.auth, r.body)
+		if tt.msg != "" {
+			require.Contains(t, string(r.body), tt.msg, "%q", tt.auth)
+			require.NotContains(t, string(r.body), "s3cret")
+			require.NotContains(t, string(r.body), "other")
+		}
 	}
 	require.NotContains(t, e.logs.String(), "s3cret")
 	_, err := emulator.NewHandler(emulator.Options{Executor: emulator.ScriptedExecutor(nil), Token: "x"})

@@ -30,7 +30,7 @@ import (
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.Data, "data", "testdata/TemperatureData.csv", "CSV file with a Temperature column to upload")
+	flag.StringVar(&cfg.Data, "data", "testdata/TemperatureData.csv", "CSV file to upload, with Time (dates) and Temperature columns")
 	flag.StringVar(&cfg.Out, "out", "SortedTemperatureData.csv", "where to save the sorted file")
 	flag.StringVar(&cfg.Plot, "plot", "TemperatureCurve.png", "where to save the temperature curve (task 4)")
 	flag.Parse()

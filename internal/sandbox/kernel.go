@@ -1359,9 +1359,22 @@ func (x *execution) ensureRunning(ctx context.Context) error {
 		}
 	}
 	if why != "" {
-		note = why + ": the kernel was stopped and restarted (variables were lost, files in /mnt/data were kept)."
+		note = "The kernel was stopped between executions and restarted (variables were lost, files in /mnt/data were kept): " + pastLimitNote(why) + "."
 	}
 	return x.restart(ctx, note)
+}
+
+// pastLimitNote puts a data-directory limit note of overLimit or
+// accountDisk ("OSError: /mnt/data holds ...") in the past tense, for the
+// restart note of a kernel the watcher stopped between executions: files
+// may have been deleted since (a fresh user read "holds" in the note of a
+// cell that ran after deleting them).
+func pastLimitNote(why string) string {
+	why = strings.TrimPrefix(why, "OSError: ")
+	for _, r := range [][2]string{{" holds ", " held "}, {" hold ", " held "}, {" cannot be measured", " could not be measured"}, {" counts as", " counted as"}} {
+		why = strings.Replace(why, r[0], r[1], 1)
+	}
+	return why
 }
 
 // checkLimits measures the data directory before the cell runs, and
