@@ -284,9 +284,7 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest) {
 		e.status, e.res, e.kerr = status, res, kerr
 		e.mu.Unlock()
 		size := int64(len(res.Stdout)+len(res.Stderr)+len(res.Value)) + recordOverhead
-		s.execMu.Lock()
-		s.finishedLocked(e, size, h.opt.MaxRecordedBytes)
-		s.execMu.Unlock()
+		h.pool.finished(s, e, size, h.opt.MaxRecordedBytes)
 	}
 	select {
 	case s.queue <- struct{}{}:

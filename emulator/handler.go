@@ -45,6 +45,9 @@ const (
 	// DefaultMaxRecordedBytes bounds the recorded execution results of a
 	// session, in bytes.
 	DefaultMaxRecordedBytes = 32 << 20
+	// DefaultMaxTotalRecordedBytes bounds the recorded execution results of
+	// all sessions together, in bytes.
+	DefaultMaxTotalRecordedBytes = 512 << 20
 	// DefaultMaxListEntries bounds the entries of one file listing.
 	DefaultMaxListEntries = 10000
 	// DefaultBodyReadTimeout is how long a request body may send nothing.
@@ -179,9 +182,30 @@ type Options struct {
 	// finished executions first (GET executions/{id} then answers 404
 	// ExecutionNotFound). Running executions and the most recently finished
 	// one are always kept, even when that one alone is over the bound, so
-	// the pool holds at most about MaxSessions × (MaxRecordedBytes + one
-	// record of up to 8 MiB of output plus its value).
+	// a session holds at most about MaxRecordedBytes + one record of up to
+	// 8 MiB of output plus its value. MaxTotalRecordedBytes bounds all
+	// sessions together.
 	MaxRecordedBytes int64
+	// MaxTotalRecordedBytes bounds the memory of the execution records of
+	// all live sessions together (default 512 MiB), as MaxRecordedBytes
+	// bounds one session's: without it the default 600 sessions could hold
+	// 600 × 32 MiB ≈ 19 GiB of results, and a client (or code run across
+	// many sessions) could make the emulator itself run out of memory.
+	// When a finished execution brings the pool over it, the emulator
+	// forgets finished records, each time the oldest one of the session
+	// that records the most bytes, until the pool is within the bound (GET
+	// executions/{id} then answers 404 ExecutionNotFound, as for the
+	// per-session bound). Running executions and the one that has just
+	// finished are never forgotten, so the pool holds at most
+	// MaxTotalRecordedBytes plus one record; the other sessions' most
+	// recently finished records may go. A session's bytes leave the account
+	// when it ends (expiry, DELETE, stopSession, Close). The default is a
+	// fixed figure rather than a share of the host's RAM, so that the
+	// emulator behaves the same on every machine: 16 sessions' worth of the
+	// per-session default, and with the 128 MiB of MaxBodyMemoryBytes
+	// under 1 GiB of the emulator's own memory. The bound is the emulator's
+	// choice for its own memory; the service documents none.
+	MaxTotalRecordedBytes int64
 	// MaxListEntries bounds one GET files (default 10,000): the entries a
 	// listing collects (on the legacy contract, which lists files only, the
 	// directories it enters count too). A listing over it, deeper than 256
@@ -283,7 +307,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	if opt.Executor == nil {
 		return nil, errors.New("emulator: Options.Executor is required")
 	}
-	if opt.Cooldown < 0 || opt.MinBodyRate < 0 || opt.MaxBodyMemoryBytes < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputStreamsMaxLength < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxListEntries < 0 {
+	if opt.Cooldown < 0 || opt.MinBodyRate < 0 || opt.MaxBodyMemoryBytes < 0 || opt.MaxSessions < 0 || opt.MaxExecutionTime < 0 || opt.MaxUploadBytes < 0 || opt.OutputStreamsMaxLength < 0 || opt.OutputMaxLength < 0 || opt.ListSessionsPageSize < 0 || opt.MaxQueuedExecutions < 0 || opt.BodyReadTimeout < 0 || opt.MaxRecordedBytes < 0 || opt.MaxTotalRecordedBytes < 0 || opt.MaxListEntries < 0 {
 		return nil, errors.New("emulator: negative limit in Options")
 	}
 	if err := checkPoolType(opt.PoolType); err != nil {
@@ -301,6 +325,7 @@ func NewHandler(opt Options) (*Handler, error) {
 	opt.MaxQueuedExecutions = cmp.Or(opt.MaxQueuedExecutions, DefaultMaxQueuedExecutions)
 	opt.MaxListEntries = cmp.Or(opt.MaxListEntries, DefaultMaxListEntries)
 	opt.MaxRecordedBytes = cmp.Or(opt.MaxRecordedBytes, DefaultMaxRecordedBytes)
+	opt.MaxTotalRecordedBytes = cmp.Or(opt.MaxTotalRecordedBytes, DefaultMaxTotalRecordedBytes)
 	opt.BodyReadTimeout = cmp.Or(opt.BodyReadTimeout, DefaultBodyReadTimeout)
 	opt.MinBodyRate = cmp.Or(opt.MinBodyRate, DefaultMinBodyRate)
 	opt.MaxBodyMemoryBytes = cmp.Or(opt.MaxBodyMemoryBytes, DefaultMaxBodyMemoryBytes)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azsessions/azsessions/internal/uuid"
@@ -47,12 +48,29 @@ type pool struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+
+	records recordBudget
+}
+
+// recordBudget is the pool-wide account of the execution records of its
+// live sessions (Options.MaxTotalRecordedBytes): each session's recBytes
+// counts in total while it lives (session.addRecBytesLocked) and leaves it
+// when the session ends (pool.removeLocked).
+type recordBudget struct {
+	max int64
+	// mu serializes the finished executions with their forgetting (see
+	// pool.finished): bytes enter total only under it, so that one pass
+	// of forgetting sees every byte. Lock order: records.mu, pool.mu,
+	// session.execMu.
+	mu    sync.Mutex
+	total atomic.Int64 // decreases anywhere (per-session trims, session ends)
 }
 
 func newPool(ctx context.Context, exec Executor, opt Options) *pool {
 	return &pool{
 		exec: exec, log: opt.Logger, now: opt.Now, cooldown: opt.Cooldown, maxSessions: opt.MaxSessions,
 		ctx: ctx, sessions: map[string]*session{},
+		records: recordBudget{max: opt.MaxTotalRecordedBytes},
 	}
 }
 
@@ -96,6 +114,7 @@ func (p *pool) acquire(id string, create bool) (*session, error) {
 			id: id, etag: uuid.New(), createdAt: now.UTC(), lastAccess: now.UTC(),
 			ready: make(chan struct{}), ctx: ctx, cancel: cancel,
 			queue: make(chan struct{}, 1), execs: map[string]*execution{},
+			budget: &p.records,
 		}
 		p.sessions[id] = s
 		creator = true
@@ -197,11 +216,80 @@ func (p *pool) removeLocked(s *session, gone []*session) []*session {
 	}
 	s.gone = true
 	s.cancel()
+	s.execMu.Lock()
+	s.releaseRecordsLocked()
+	s.execMu.Unlock()
 	if s.inflight == 0 && !s.closed {
 		s.closed = true
 		gone = append(gone, s)
 	}
 	return gone
+}
+
+// finished accounts the result of e, which has just finished in s (its
+// result is set), to s's records (forgetting the session's own beyond
+// maxSession bytes, see session.trimLocked) and then, when the pool's live
+// sessions record more than Options.MaxTotalRecordedBytes together, forgets
+// finished records pool-wide (see forgetRecords).
+func (p *pool) finished(s *session, e *execution, size, maxSession int64) {
+	b := &p.records
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s.execMu.Lock()
+	s.finishedLocked(e, size, maxSession)
+	s.execMu.Unlock()
+	if b.total.Load() > b.max {
+		p.forgetRecords(e)
+	}
+}
+
+// forgetRecords forgets finished records until the pool's live sessions
+// record at most MaxTotalRecordedBytes together: each time the oldest
+// finished record of the session that records the most bytes (ties: any of
+// them), never a running execution nor keep, the execution that has just
+// finished. The pool then records at most the bound, or keep alone when it
+// is over the bound by itself (it goes when the next execution finishes).
+// p.records.mu must be held (not p.mu nor any session.execMu).
+func (p *pool) forgetRecords(keep *execution) {
+	b := &p.records
+	p.mu.Lock()
+	ss := make([]*session, 0, len(p.sessions))
+	for _, s := range p.sessions {
+		ss = append(ss, s)
+	}
+	p.mu.Unlock()
+	// Sessions created since have recorded nothing: bytes enter the
+	// account only under b.mu. Sessions that end since leave it.
+	sizes := make([]int64, len(ss))
+	for i, s := range ss {
+		s.execMu.Lock()
+		sizes[i] = s.recBytes
+		s.execMu.Unlock()
+	}
+	for b.total.Load() > b.max && len(ss) > 0 {
+		top, second := 0, int64(0) // the largest and the size of the next
+		for i := 1; i < len(ss); i++ {
+			if sizes[i] > sizes[top] {
+				top, second = i, sizes[top]
+			} else {
+				second = max(second, sizes[i])
+			}
+		}
+		s := ss[top]
+		s.execMu.Lock()
+		// Forget from s while it is still the largest (or as large as
+		// the next), then look again.
+		stuck := !s.recGone && s.forgetLocked(func() bool { return b.total.Load() > b.max && s.recBytes >= second }, keep)
+		size, done := s.recBytes, s.recGone || stuck
+		s.execMu.Unlock()
+		if done { // ended, or nothing left to forget: running executions, keep
+			last := len(ss) - 1
+			ss[top], sizes[top] = ss[last], sizes[last]
+			ss, sizes = ss[:last], sizes[:last]
+			continue
+		}
+		sizes[top] = size
+	}
 }
 
 // sweepLocked removes every idle expired session. p.mu must be held.

@@ -32,8 +32,12 @@ type session struct {
 	execs        map[string]*execution
 	execOrder    []string   // ids oldest first, to forget the oldest beyond the bounds
 	recBytes     int64      // bytes of the results of the recorded finished executions
-	lastFinished *execution // the most recently finished execution, never forgotten
+	lastFinished *execution // the most recently finished execution, never forgotten by trimLocked
 	pending      int        // executions queued or running (their code is held until they end)
+	// budget is the pool's account of the bytes of all sessions' records
+	// (nil: none). recBytes counts in it until the session ends (recGone).
+	budget  *recordBudget
+	recGone bool
 
 	upMu       sync.Mutex
 	upReserved int64 // bytes written by uploads in progress (see uploadQuota)
@@ -63,9 +67,29 @@ func (s *session) finishedLocked(e *execution, size, maxBytes int64) {
 	e.finished, e.size = true, size
 	s.lastFinished = e
 	if s.execs[e.id] == e {
-		s.recBytes += size
+		s.addRecBytesLocked(size)
 	}
 	s.trimLocked(maxBytes)
+}
+
+// addRecBytesLocked changes the session's recorded bytes by n, and the
+// pool's account with them while the session lives. session.execMu must be
+// held.
+func (s *session) addRecBytesLocked(n int64) {
+	s.recBytes += n
+	if s.budget != nil && !s.recGone {
+		s.budget.total.Add(n)
+	}
+}
+
+// releaseRecordsLocked takes the session's recorded bytes out of the pool's
+// account, for good: the session has ended (its records go with it once the
+// requests that still hold it are done). session.execMu must be held.
+func (s *session) releaseRecordsLocked() {
+	if s.budget != nil && !s.recGone {
+		s.budget.total.Add(-s.recBytes)
+	}
+	s.recGone = true
 }
 
 // trimLocked forgets the oldest finished executions while the session
@@ -75,22 +99,28 @@ func (s *session) finishedLocked(e *execution, size, maxBytes int64) {
 // alone still answers until the next execution finishes. session.execMu
 // must be held.
 func (s *session) trimLocked(maxBytes int64) {
-	over := func() bool { return len(s.execs) > maxRecordedExecutions || s.recBytes > maxBytes }
+	s.forgetLocked(func() bool { return len(s.execs) > maxRecordedExecutions || s.recBytes > maxBytes }, s.lastFinished)
+}
+
+// forgetLocked forgets the oldest finished executions while over reports
+// true, never a running execution nor keep. It reports whether over still
+// holds at the end: nothing was left to forget. session.execMu must be held.
+func (s *session) forgetLocked(over func() bool, keep *execution) bool {
 	if !over() {
-		return
+		return false
 	}
 	// Walk from the oldest while over the bounds; the entries kept on the
-	// way (running, or the last finished) move up to just before the first
-	// entry not visited, so that only the visited prefix is touched: a
-	// session at its 1,000 records forgets one per execution, which must not
-	// copy the other 999 ids each time.
+	// way (running, or keep) move up to just before the first entry not
+	// visited, so that only the visited prefix is touched: a session at its
+	// 1,000 records forgets one per execution, which must not copy the
+	// other 999 ids each time.
 	var kept []string
 	i := 0
 	for ; i < len(s.execOrder) && over(); i++ {
 		id := s.execOrder[i]
-		if e := s.execs[id]; e.finished && e != s.lastFinished {
+		if e := s.execs[id]; e.finished && e != keep {
 			delete(s.execs, id)
-			s.recBytes -= e.size
+			s.addRecBytesLocked(-e.size)
 			continue
 		}
 		kept = append(kept, id)
@@ -99,6 +129,7 @@ func (s *session) trimLocked(maxBytes int64) {
 	copy(s.execOrder[start:i], kept)
 	clear(s.execOrder[:start])
 	s.execOrder = s.execOrder[start:]
+	return over()
 }
 
 func (s *session) expireAt(cooldown time.Duration) time.Time { return s.lastAccess.Add(cooldown) }
