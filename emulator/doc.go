@@ -149,7 +149,15 @@
 // at most Options.MaxRecordedBytes (default 32 MiB) of their results: beyond
 // that the oldest finished records are forgotten (GET executions/{id} is then
 // 404 ExecutionNotFound), while running executions and the most recently
-// finished one are always kept.
+// finished one are always kept. All live sessions together record at most
+// Options.MaxTotalRecordedBytes (default 512 MiB, so that 600 sessions
+// cannot hold 600 × 32 MiB): when a finished execution brings the pool over
+// it, the oldest finished records of the session recording the most bytes
+// are forgotten first, the same 404, until the pool is within the bound.
+// Running executions and the execution that has just finished are never
+// forgotten; another session's most recent record may be. An ended
+// session's records no longer count. That bound is the emulator's own
+// guess-free choice of bounding its memory: the service documents none.
 //
 // Errors are {"error":{"code","message","traceId"}} with the code repeated
 // in the x-ms-error-code header. Neither error messages nor logs ever contain
@@ -252,6 +260,11 @@
 //	  execution                        while Running, so azcore's poller polls every second
 //	execution records                  the last 1,000 of a session, at most MaxRecordedBytes;
 //	                                   older ids are ExecutionNotFound
+//	execution records of the pool      at most MaxTotalRecordedBytes (512 MiB) in all live
+//	                                   sessions together, the largest session's oldest
+//	                                   forgotten first (ExecutionNotFound): the emulator's
+//	                                   guess-free choice of bounding its own memory (the
+//	                                   service documents no such bound)
 //	the same operation-id again        with the same code: the recorded execution, not run
 //	                                   again; with other code: 409 OperationIdConflict
 //	a full queue or body memory        429 TooManyRequests with Retry-After: 1 (no 429 of the
