@@ -444,6 +444,64 @@ class FallbackRunner:
 # the shell starts: user code can import all of them afterwards.
 _SKIP_AT_START = ("jedi", "IPython.terminal.embed")
 
+# Modules IPython's start-up imports only to bind a name that some magics,
+# top-level await or a traceback use later (issue 16: ~35 ms of a sandbox's
+# ~145 ms of CPU, which a burst of new sessions pays once per sandbox):
+# "import asyncio" in IPython.core.async_helpers and
+# IPython.core.magics.script (with ssl, concurrent.futures); "from
+# urllib.request import Request, urlopen" in IPython.core.magics.code
+# (%pastebin; http.client, email, ssl); "import stack_data" and "import
+# pydoc" in IPython.core.ultratb (stack_data formats a traceback: pure_eval,
+# executing, asttokens, decimal); "from pygments.lexers import PythonLexer"
+# in IPython.core.oinspect (the HTML of obj?); "from logging.config import
+# dictConfig" in traitlets.config.application (logging.handlers,
+# socketserver); "import cProfile", "import pstats" in
+# IPython.core.magics.execution (%prun). While the shell starts they are
+# _Deferred stand-ins, the names listed forwarding calls; afterwards
+# sys.modules holds them no more, so a cell's "import asyncio" imports the
+# real module, and the stand-ins IPython kept import it on first use (the
+# first traceback imports stack_data then).
+_DEFER_AT_START = {
+    "asyncio": (),
+    "urllib.request": ("Request", "urlopen"),
+    "stack_data": (),
+    "pydoc": (),
+    "pygments.lexers": ("PythonLexer",),
+    "logging.config": ("dictConfig",),
+    "cProfile": (),
+    "pstats": (),
+}
+
+
+def _real_module(name):
+    import importlib
+
+    return importlib.import_module(name)
+
+
+class _Deferred(type(sys)):
+    """Stands for the module of its name: an attribute is looked up in the
+    real module (imported then, if need be)."""
+
+    def __getattr__(self, attr):
+        name = type(sys).__getattribute__(self, "__name__")
+        if sys.modules.get(name) is self:
+            if attr.startswith("__"):
+                # The import system's questions while the shell starts
+                # (__path__ for a from-import...) are about the stand-in.
+                raise AttributeError(attr)
+            # Used while the shell starts after all: import it for real.
+            del sys.modules[name]
+        return getattr(_real_module(name), attr)
+
+
+def _forward_call(module, attr):
+    def call(*args, **kwargs):
+        return getattr(_real_module(module), attr)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = attr
+    return call
+
 
 def _lazy_ipython_attr(name):
     if name == "embed":
@@ -453,7 +511,8 @@ def _lazy_ipython_attr(name):
     raise AttributeError("module 'IPython' has no attribute %r" % (name,))
 
 
-def _skip_start_modules():
+def _skip_start_modules(defer):
+    import importlib.util
     import types
 
     saved = {name: sys.modules.get(name, _MISSING) for name in _SKIP_AT_START}
@@ -463,15 +522,29 @@ def _skip_start_modules():
     stub = types.ModuleType("IPython.terminal.embed")
     stub.embed = None
     sys.modules["IPython.terminal.embed"] = stub
-    return saved, stub
+    deferred = {}
+    for name, attrs in _DEFER_AT_START.items() if defer else ():
+        try:
+            if name in sys.modules or importlib.util.find_spec(name) is None:
+                continue
+        except (ImportError, ValueError):
+            continue
+        d = _Deferred(name)
+        for attr in attrs:
+            setattr(d, attr, _forward_call(name, attr))
+        sys.modules[name] = deferred[name] = d
+    return saved, stub, deferred
 
 
-def _restore_start_modules(saved, stub):
+def _restore_start_modules(saved, stub, deferred):
     for name, mod in saved.items():
         if mod is _MISSING:
             sys.modules.pop(name, None)
         else:
             sys.modules[name] = mod
+    for name, d in deferred.items():
+        if sys.modules.get(name) is d:
+            del sys.modules[name]
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython, "embed", _MISSING) is None:
         # IPython.embed comes from the real module on first use.
@@ -487,11 +560,24 @@ _MISSING = object()
 
 
 def make_ipython_runner():
-    saved, stub = _skip_start_modules()
+    before = set(sys.modules)
+    saved, stub, deferred = _skip_start_modules(defer=True)
+    try:
+        return _make_ipython_runner()
+    except Exception:  # noqa
+        if not deferred:
+            raise
+    finally:
+        _restore_start_modules(saved, stub, deferred)
+    # An IPython that needs a deferred module in a way its stand-in does
+    # not serve (a submodule import, say): start again without stand-ins.
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+    saved, stub, deferred = _skip_start_modules(defer=False)
     try:
         return _make_ipython_runner()
     finally:
-        _restore_start_modules(saved, stub)
+        _restore_start_modules(saved, stub, deferred)
 
 
 def _make_ipython_runner():

@@ -119,6 +119,52 @@ import importlib.util
 	require.JSONEq(t, `"([], True, True)"`, string(res.Value), res.Stderr)
 }
 
+// TestDriverDeferredStartModules (issue 16): the modules IPython's start-up
+// would import only to bind a name (driver.py, _DEFER_AT_START) are
+// stand-ins in the IPython modules that hold them, and everything that uses
+// them works: a cell's imports get the real modules, top-level await, the
+// %%bash and %prun magics, tracebacks in IPython's format (stack_data),
+// obj? and its HTML (pygments' PythonLexer), logging.config.
+func TestDriverDeferredStartModules(t *testing.T) {
+	t.Parallel()
+	k := newKernel(t, shared(t))
+	if k.Runner() != "ipython" {
+		t.Skip("no IPython")
+	}
+	res := requireOK(t, k, `from IPython.core import async_helpers, ultratb, oinspect
+from IPython.core.magics import code, execution, script
+held = [type(m).__name__ for m in (async_helpers.asyncio, script.asyncio, ultratb.stack_data, ultratb.pydoc, execution.profile, execution.pstats)]
+import sys, asyncio, urllib.request, stack_data, pydoc, logging.config, cProfile, pstats, pygments.lexers
+real = [type(m).__name__ for m in (asyncio, urllib.request, stack_data, pydoc, logging.config, cProfile, pstats)]
+str((sorted(set(held)), sorted(set(real)), script.asyncio.new_event_loop is asyncio.new_event_loop,
+     ultratb.stack_data.FrameInfo is stack_data.FrameInfo, type(code.Request('http://example.invalid/')) is urllib.request.Request,
+     '<div' in oinspect.pylight('x = 1')))`)
+	require.JSONEq(t, `"(['_Deferred'], ['module'], True, True, True, True)"`, string(res.Value), res.Stderr)
+
+	for _, tc := range []struct {
+		name, code, value, stdout string
+	}{
+		{"top-level await", "await asyncio.sleep(0)\n'awaited'", `"awaited"`, ""},
+		{"bash cell magic", "%%bash\necho from-bash", "", "from-bash\n"},
+		{"prun", "%prun -q sum(range(10))\n'profiled'", `"profiled"`, ""},
+		{"pinfo", "len?", "", "Signature: len(obj, /)"},
+		{"dictConfig", "logging.config.dictConfig({'version': 1})\n'configured'", `"configured"`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := requireOK(t, k, tc.code)
+			if tc.value != "" {
+				require.JSONEq(t, tc.value, string(res.Value), res.Stderr)
+			}
+			require.Contains(t, res.Stdout, tc.stdout, res.Stderr)
+		})
+	}
+
+	res = run(t, k, "def f(d):\n    return d['k']\nf({})")
+	require.Equal(t, kernel.Failed, res.Status)
+	require.Contains(t, res.Stderr, "----> 2     return d['k']", "IPython's traceback with its source lines")
+	require.Contains(t, res.Stderr, "KeyError: 'k'")
+}
+
 // asRoom is the cell that prints RLIMIT_AS less the address space mapped
 // now, then whether numpy is imported and whether the preload thread runs.
 const asRoom = `import resource, sys, threading
