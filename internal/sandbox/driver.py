@@ -445,9 +445,9 @@ class FallbackRunner:
 _SKIP_AT_START = ("jedi", "IPython.terminal.embed")
 
 # Modules IPython's start-up imports only to bind a name that some magics,
-# top-level await or a traceback use later (issue 16: ~35 ms of a sandbox's
-# ~145 ms of CPU, which a burst of new sessions pays once per sandbox):
-# "import asyncio" in IPython.core.async_helpers and
+# top-level await or a traceback use later (issue 16: ~35 ms of the ~145 ms
+# of CPU a sandbox's start took, which a burst of new sessions pays once per
+# sandbox): "import asyncio" in IPython.core.async_helpers and
 # IPython.core.magics.script (with ssl, concurrent.futures); "from
 # urllib.request import Request, urlopen" in IPython.core.magics.code
 # (%pastebin; http.client, email, ssl); "import stack_data" and "import
@@ -456,11 +456,12 @@ _SKIP_AT_START = ("jedi", "IPython.terminal.embed")
 # in IPython.core.oinspect (the HTML of obj?); "from logging.config import
 # dictConfig" in traitlets.config.application (logging.handlers,
 # socketserver); "import cProfile", "import pstats" in
-# IPython.core.magics.execution (%prun). While the shell starts they are
-# _Deferred stand-ins, the names listed forwarding calls; afterwards
-# sys.modules holds them no more, so a cell's "import asyncio" imports the
-# real module, and the stand-ins IPython kept import it on first use (the
-# first traceback imports stack_data then).
+# IPython.core.magics.execution (%prun); "import pexpect" in
+# IPython.utils._process_posix (!cmd; ptyprocess, pty, tty). While the shell
+# starts they are _Deferred stand-ins, the names listed forwarding calls;
+# afterwards sys.modules holds them no more, so a cell's "import asyncio"
+# imports the real module, and the stand-ins IPython kept import it on first
+# use (the first traceback imports stack_data then).
 _DEFER_AT_START = {
     "asyncio": (),
     "urllib.request": ("Request", "urlopen"),
@@ -470,6 +471,7 @@ _DEFER_AT_START = {
     "logging.config": ("dictConfig",),
     "cProfile": (),
     "pstats": (),
+    "pexpect": (),
 }
 
 

@@ -123,7 +123,7 @@ import importlib.util
 // would import only to bind a name (driver.py, _DEFER_AT_START) are
 // stand-ins in the IPython modules that hold them, and everything that uses
 // them works: a cell's imports get the real modules, top-level await, the
-// %%bash and %prun magics, tracebacks in IPython's format (stack_data),
+// %%bash and %prun magics, shell escapes (!cmd), tracebacks in IPython's format (stack_data),
 // obj? and its HTML (pygments' PythonLexer), logging.config.
 func TestDriverDeferredStartModules(t *testing.T) {
 	t.Parallel()
@@ -133,9 +133,10 @@ func TestDriverDeferredStartModules(t *testing.T) {
 	}
 	res := requireOK(t, k, `from IPython.core import async_helpers, ultratb, oinspect
 from IPython.core.magics import code, execution, script
-held = [type(m).__name__ for m in (async_helpers.asyncio, script.asyncio, ultratb.stack_data, ultratb.pydoc, execution.profile, execution.pstats)]
-import sys, asyncio, urllib.request, stack_data, pydoc, logging.config, cProfile, pstats, pygments.lexers
-real = [type(m).__name__ for m in (asyncio, urllib.request, stack_data, pydoc, logging.config, cProfile, pstats)]
+from IPython.utils import _process_posix
+held = [type(m).__name__ for m in (async_helpers.asyncio, script.asyncio, ultratb.stack_data, ultratb.pydoc, execution.profile, execution.pstats, _process_posix.pexpect)]
+import sys, asyncio, urllib.request, stack_data, pydoc, logging.config, cProfile, pstats, pygments.lexers, pexpect
+real = [type(m).__name__ for m in (asyncio, urllib.request, stack_data, pydoc, logging.config, cProfile, pstats, pexpect)]
 str((sorted(set(held)), sorted(set(real)), script.asyncio.new_event_loop is asyncio.new_event_loop,
      ultratb.stack_data.FrameInfo is stack_data.FrameInfo, type(code.Request('http://example.invalid/')) is urllib.request.Request,
      '<div' in oinspect.pylight('x = 1')))`)
@@ -148,6 +149,7 @@ str((sorted(set(held)), sorted(set(real)), script.asyncio.new_event_loop is asyn
 		{"bash cell magic", "%%bash\necho from-bash", "", "from-bash\n"},
 		{"prun", "%prun -q sum(range(10))\n'profiled'", `"profiled"`, ""},
 		{"pinfo", "len?", "", "Signature: len(obj, /)"},
+		{"shell escapes", "!echo from-bang\nx = !echo captured\nx[0]", `"captured"`, "from-bang"},
 		{"dictConfig", "logging.config.dictConfig({'version': 1})\n'configured'", `"configured"`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
