@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,4 +246,46 @@ func BenchmarkNewFirstReady(b *testing.B) {
 		reportP50(b, first, "first-ready-p50-ms")
 		reportP50(b, all, "all-ready-p50-ms")
 	})
+}
+
+// BenchmarkStartCPU starts kernels one at a time without a pool or a
+// preload and runs 1+1 on each: the CPU time a cold start costs, which a
+// burst of new sessions pays once per sandbox on the two-core machine of
+// issue 16. sandbox-cpu-ms is the median of the kernel's cgroup (the
+// cgroup-joining shell, bwrap and Python with the driver, up to the first
+// cell's reply), go-cpu-ms the median of this process's (the executor's
+// share: cgroups, pipes, the seccomp program, reading the replies).
+func BenchmarkStartCPU(b *testing.B) {
+	benchBackends(b, func(b *testing.B, mode string) {
+		e := benchExecutorOpts(b, Options{Mode: mode, Ready: 0, noPreload: true, noFontCache: true})
+		req := kernel.Request{Code: "1+1", Timeout: time.Minute, OutputStreamsMaxLength: 4096}
+		var sandboxCPU, goCPU []time.Duration
+		for i := 0; i < b.N; i++ {
+			go0 := processCPUTime()
+			kk, err := e.NewKernel(context.Background())
+			require.NoError(b, err)
+			res, err := kk.Execute(context.Background(), req)
+			require.NoError(b, err)
+			require.Equal(b, kernel.Succeeded, res.Status)
+			goCPU = append(goCPU, processCPUTime()-go0)
+			k := kk.(*Kernel)
+			if used, err := k.p.cg.cpuUsage(); err == nil {
+				sandboxCPU = append(sandboxCPU, used)
+			}
+			b.StopTimer()
+			_ = k.Close()
+			b.StartTimer()
+		}
+		reportP50(b, sandboxCPU, "sandbox-cpu-ms")
+		reportP50(b, goCPU, "go-cpu-ms")
+	})
+}
+
+// processCPUTime is the user and system time of this process so far.
+func processCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
