@@ -617,7 +617,7 @@ func lastBytes(s string, n int) string {
 // session's sandbox is lowered to sessionOOMScoreAdj when the session takes
 // it. Before, all had 1000 and the victim was the largest process: with the
 // ready list grown by bursts, a session holding 900 MiB lost its kernel while
-// 7 idle ready sandboxes kept 240 MiB. Here 6 ready sandboxes (~27 MiB each
+// 7 idle ready sandboxes kept 240 MiB. Here 6 ready sandboxes (~18 MiB each
 // without preload) wait beside one session whose cell takes the pool ~32 MiB
 // past its budget.
 func TestReadySandboxesOOMKilledFirst(t *testing.T) {
@@ -627,7 +627,10 @@ func TestReadySandboxesOOMKilledFirst(t *testing.T) {
 	o := testOptions(ModeBwrap)
 	const ready = 6
 	o.Ready, o.MaxReady, o.noPreload, o.noFontCache = ready, ready, true, true
-	o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 320<<20, 384<<20
+	// The session's own limit is the pool's: the cell must stay within it
+	// while taking the pool past its budget, whatever the ready sandboxes
+	// hold (~18 MiB each since the lighter driver start, ~27 MiB before).
+	o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 384<<20, 384<<20
 	e := poolMemoryExecutor(t, o)
 	if !e.memByUse {
 		t.Skip("the pool's memory is not one cgroup here: no pool-wide OOM")
