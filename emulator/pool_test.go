@@ -128,6 +128,30 @@ func TestPoolExpiry(t *testing.T) {
 	p.release(again, false)
 }
 
+// TestPoolHold: a hold (a background execution) keeps a session from
+// expiring after the request that started it released its reference, and
+// the session is idle, and may expire, only once every hold is released.
+func TestPoolHold(t *testing.T) {
+	p, ex, now := testPool(t, 10)
+	s, err := p.acquire("bg", true)
+	require.NoError(t, err)
+	p.hold(s)
+	p.hold(s)
+	p.release(s, false) // the request's answer was sent
+	*now = now.Add(time.Hour)
+	require.Zero(t, p.sweep(), "a held session expired")
+	p.release(s, true) // one execution ends
+	*now = now.Add(time.Hour)
+	require.Zero(t, p.sweep(), "a session expired under its last hold")
+	require.False(t, ex.isClosed(s.kernel))
+	p.release(s, true) // the last one ends: idle from now
+	*now = now.Add(5 * time.Minute)
+	require.Zero(t, p.sweep(), "the cooldown counts from the last release")
+	*now = now.Add(time.Second)
+	require.Equal(t, 1, p.sweep())
+	require.True(t, ex.isClosed(s.kernel))
+}
+
 // TestPoolFull: past MaxSessions new identifiers get errPoolFull, existing
 // sessions keep working, and idle expired sessions make room.
 func TestPoolFull(t *testing.T) {
