@@ -171,11 +171,7 @@ func (c *cli) runShell(ctx context.Context, cmd azsessions.ShellExecution, timeo
 		return err
 	}
 	if c.json {
-		items, err := rawItems(*raw)
-		if err != nil || len(items) != 1 {
-			return fmt.Errorf("the service's answer could not be read again: %v", err)
-		}
-		if err := c.printJSON(items[0]); err != nil {
+		if err := c.printRawAnswer(*raw); err != nil {
 			return err
 		}
 	} else {

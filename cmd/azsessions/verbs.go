@@ -73,6 +73,15 @@ func (c *cli) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// printRawAnswer prints the one object of an execution's answer (--json).
+func (c *cli) printRawAnswer(resp *http.Response) error {
+	items, err := rawItems(resp)
+	if err != nil || len(items) != 1 {
+		return fmt.Errorf("the service's answer could not be read again: %v", err)
+	}
+	return c.printJSON(items[0])
+}
+
 // ---- exec
 
 var execVerb = &verb{
@@ -169,11 +178,7 @@ func (c *cli) execute(ctx context.Context, code string, timeout time.Duration, s
 		fmt.Fprintf(c.stderr, "azsessions: saved %s (%d bytes)\n", name, len(img.Data))
 	}
 	if c.json {
-		items, err := rawItems(*raw)
-		if err != nil || len(items) != 1 {
-			return fmt.Errorf("the service's answer could not be read again: %v", err)
-		}
-		if err := c.printJSON(items[0]); err != nil {
+		if err := c.printRawAnswer(*raw); err != nil {
 			return err
 		}
 	} else {

@@ -3,9 +3,7 @@
 package sandbox
 
 import (
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -32,21 +30,7 @@ func TestWatcherStopNoteAfterDelete(t *testing.T) {
 	opts := smallDisk()
 	e := diskExecutor(t, opts)
 	k := newKernel(t, e)
-	requireOK(t, k, fmt.Sprintf(`import threading, time
-def w():
-    for i in range(100):
-        with open(f'/mnt/data/bg{i}', 'wb') as f:
-            f.write(b'x' * %d)
-        time.sleep(0.02)
-threading.Thread(target=w, daemon=True).start()`, opts.MaxFileSizeBytes))
-	p, err := k.current()
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		k.pmu.Lock()
-		stopped := k.stopped
-		k.pmu.Unlock()
-		return stopped != "" && !p.alive()
-	}, 2*time.Minute, 20*time.Millisecond, "the idle watcher did not stop the kernel")
+	backgroundWriterStopped(t, k, opts.MaxFileSizeBytes)
 	cleanDataDir(t, k)
 	res := requireOK(t, k, "6 * 7")
 	require.True(t, res.Restarted)

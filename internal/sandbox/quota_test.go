@@ -50,22 +50,7 @@ func TestBackgroundWriterIsStopped(t *testing.T) {
 			limit, file := opts.MaxDataDirBytes, opts.MaxFileSizeBytes
 			e := diskExecutor(t, opts)
 			k := newKernel(t, e)
-			requireOK(t, k, fmt.Sprintf(`import threading, time
-def w():
-    for i in range(100):
-        with open(f'/mnt/data/bg{i}', 'wb') as f:
-            f.write(b'x' * %d)
-        time.sleep(0.02)
-threading.Thread(target=w, daemon=True).start()`, file))
-			p, err := k.current()
-			require.NoError(t, err)
-			// Until the idle watcher has stopped the kernel (and its writer).
-			require.Eventually(t, func() bool {
-				k.pmu.Lock()
-				stopped := k.stopped
-				k.pmu.Unlock()
-				return stopped != "" && !p.alive()
-			}, 2*time.Minute, 20*time.Millisecond, "the idle watcher did not stop the kernel")
+			backgroundWriterStopped(t, k, file)
 			size := dirSize(k.DataDir())
 			t.Logf("data dir holds %d bytes (limit %d)", size, limit)
 			require.Less(t, size, 60*file, "the background writer was not stopped")
@@ -81,6 +66,28 @@ threading.Thread(target=w, daemon=True).start()`, file))
 			requireOK(t, k, "open('/mnt/data/small', 'w').write('x')")
 		})
 	}
+}
+
+// backgroundWriterStopped leaves a thread in k writing files of size bytes
+// to /mnt/data after its cell returned, and waits until the idle watcher
+// has stopped the kernel (and its writer) for the data directory's limit.
+func backgroundWriterStopped(t *testing.T, k *Kernel, size int64) {
+	t.Helper()
+	requireOK(t, k, fmt.Sprintf(`import threading, time
+def w():
+    for i in range(100):
+        with open(f'/mnt/data/bg{i}', 'wb') as f:
+            f.write(b'x' * %d)
+        time.sleep(0.02)
+threading.Thread(target=w, daemon=True).start()`, size))
+	p, err := k.current()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		k.pmu.Lock()
+		stopped := k.stopped
+		k.pmu.Unlock()
+		return stopped != "" && !p.alive()
+	}, 2*time.Minute, 20*time.Millisecond, "the idle watcher did not stop the kernel")
 }
 
 // TestUnlinkedOpenFilesCount: files deleted while open (and O_TMPFILE files)
