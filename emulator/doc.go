@@ -145,19 +145,39 @@
 // operation-id again only with the same code, to retry: the recorded
 // execution answers without running the code again. The same operation-id
 // with other code is 409 OperationIdConflict (the record keeps a SHA-256 of
-// the code, not the code). A session records its last 1,000 executions, and
-// at most Options.MaxRecordedBytes (default 32 MiB) of their results: beyond
-// that the oldest finished records are forgotten (GET executions/{id} is then
-// 404 ExecutionNotFound), while running executions and the most recently
-// finished one are always kept. All live sessions together record at most
-// Options.MaxTotalRecordedBytes (default 512 MiB, so that 600 sessions
-// cannot hold 600 × 32 MiB): when a finished execution brings the pool over
-// it, the oldest finished records of the session recording the most bytes
-// are forgotten first, the same 404, until the pool is within the bound.
-// Running executions and the execution that has just finished are never
-// forgotten; another session's most recent record may be. An ended
-// session's records no longer count. That bound is the emulator's own
-// guess-free choice of bounding its memory: the service documents none.
+// the code, not the code). A session records at most
+// Options.MaxRecordedBytes (default 32 MiB) of results: beyond that the
+// results of the oldest finished records are forgotten, while running
+// executions and the most recently finished one are always kept. All live
+// sessions together record at most Options.MaxTotalRecordedBytes (default
+// 512 MiB, so that 600 sessions cannot hold 600 × 32 MiB): when a finished
+// execution brings the pool over it, the results of the oldest finished
+// records of the session recording the most bytes are forgotten first,
+// until the pool is within the bound. Running executions and the execution
+// that has just finished are never forgotten; another session's most recent
+// record may be. That bound is the emulator's own guess-free choice of
+// bounding its memory: the service documents none.
+//
+// Forgetting a result keeps the fact that the code ran: a tombstone (the
+// operation-id, the code's SHA-256, the final status, when it finished and
+// when its result was forgotten; no output), counted as 256 bytes in both
+// bounds and never dropped for bytes. A retry with a tombstone's
+// operation-id and the same code is 409 ExecutionResultForgotten and does
+// not run the code again (the result cannot be answered any more); with
+// other code 409 OperationIdConflict. GET executions/{id} of a tombstone is
+// 404 ExecutionNotFound, as for an unknown id, with a message saying that
+// the execution ran and its result was forgotten: the azsessions client
+// then reports an unknown outcome after a lost answer, or, asked to run the
+// code with that OperationID, sends the POST and returns the 409 as an
+// error; never a success, and the code does not run again. A session remembers at most its last 1,000
+// executions, records and tombstones together: beyond that its oldest
+// tombstone is dropped (with none left, its oldest finished record whole),
+// and that is the only way an operation-id of a live session becomes
+// unknown again, so that a retry of it would run the code again. Since
+// tombstones are not dropped for bytes, the records can pass the bounds by
+// the tombstones (at most 1,000 × 256 bytes a session). An ended session's
+// records and tombstones go with it and no longer count; a new session of
+// the same identifier knows none of them.
 //
 // Errors are {"error":{"code","message","traceId"}} with the code repeated
 // in the x-ms-error-code header. Neither error messages nor logs ever contain
@@ -185,31 +205,34 @@
 // not-found code naming an execution or operation, or the in-container
 // proxy's text, and is otherwise treated as ambiguous, never as proof).
 //
-//	emulator-specific code  status  when
-//	NoSessionsAvailable     404     a new session when the pool is full (MaxSessions, or
-//	                                the executor's pool-wide memory and disk budgets)
-//	RouteNotFound           404     no such path or method, or a route the api-version lacks
-//	ExecutionNotFound       404     GET executions/{id} of an unknown or forgotten id
-//	FileNotFound            404     no such file or directory
-//	InvalidApiVersion       400     a missing or unknown api-version
-//	FileListTooLarge        400     a listing over its bounds (directory depth, bytes of paths)
-//	Unauthorized            401     RequireToken is set and no bearer token came (with
-//	                                Options.Token: not that token)
-//	OperationIdConflict     409     an operation-id reused with other code
-//	PayloadTooLarge         413     an upload over Options.MaxUploadBytes (128 MiB)
-//	DataDirFull             413     an upload that would pass the data directory's disk limit
-//	TooManyRequests         429     the session's execution queue, or the pool's execution
-//	                                body memory, is full (with Retry-After: 1)
-//	ContainerStartFailed    502/504 a custom container's command exited before it listened
-//	                                (502) or did not listen in time (504)
-//	ContainerUnreachable    502     a request could not be forwarded to a custom container
-//	                                (its command exited: the session ends)
-//	InternalServerError     500     the executor failed to start or run a kernel; also the
-//	                                error.code of an execution whose kernel failed
-//	ServiceUnavailable      503     the handler is closed
-//	Timeout                 -       error.code of an execution that passed its timeout
-//	                                (the in-container proxy's documentation names an
-//	                                execution error "Timeout")
+//	emulator-specific code   status  when
+//	NoSessionsAvailable      404     a new session when the pool is full (MaxSessions, or
+//	                                 the executor's pool-wide memory and disk budgets)
+//	RouteNotFound            404     no such path or method, or a route the api-version lacks
+//	ExecutionNotFound        404     GET executions/{id} of an unknown id, or of an execution
+//	                                 whose result was forgotten (the message says so)
+//	FileNotFound             404     no such file or directory
+//	InvalidApiVersion        400     a missing or unknown api-version
+//	FileListTooLarge         400     a listing over its bounds (directory depth, bytes of paths)
+//	Unauthorized             401     RequireToken is set and no bearer token came (with
+//	                                 Options.Token: not that token)
+//	OperationIdConflict      409     an operation-id reused with other code
+//	ExecutionResultForgotten 409     a retry (same operation-id, same code) of an execution
+//	                                 that ran and whose result was forgotten: not run again
+//	PayloadTooLarge          413     an upload over Options.MaxUploadBytes (128 MiB)
+//	DataDirFull              413     an upload that would pass the data directory's disk limit
+//	TooManyRequests          429     the session's execution queue, or the pool's execution
+//	                                 body memory, is full (with Retry-After: 1)
+//	ContainerStartFailed     502/504 a custom container's command exited before it listened
+//	                                 (502) or did not listen in time (504)
+//	ContainerUnreachable     502     a request could not be forwarded to a custom container
+//	                                 (its command exited: the session ends)
+//	InternalServerError      500     the executor failed to start or run a kernel; also the
+//	                                 error.code of an execution whose kernel failed
+//	ServiceUnavailable       503     the handler is closed
+//	Timeout                  -       error.code of an execution that passed its timeout
+//	                                 (the in-container proxy's documentation names an
+//	                                 execution error "Timeout")
 //
 // # What no public source confirms: the emulator's guesses
 //
@@ -258,15 +281,18 @@
 //	                                   examples), never NotStarted; GET executions/{id} polls it
 //	Retry-After on a running           1 (second), on the execute answer and on each look-up
 //	  execution                        while Running, so azcore's poller polls every second
-//	execution records                  the last 1,000 of a session, at most MaxRecordedBytes;
-//	                                   older ids are ExecutionNotFound
+//	execution records                  the last 1,000 of a session (records and tombstones), at
+//	                                   most MaxRecordedBytes of results; a forgotten result
+//	                                   leaves a tombstone (ExecutionNotFound on GET); older ids
+//	                                   are unknown
 //	execution records of the pool      at most MaxTotalRecordedBytes (512 MiB) in all live
 //	                                   sessions together, the largest session's oldest
-//	                                   forgotten first (ExecutionNotFound): the emulator's
+//	                                   forgotten first (a tombstone stays): the emulator's
 //	                                   guess-free choice of bounding its own memory (the
 //	                                   service documents no such bound)
 //	the same operation-id again        with the same code: the recorded execution, not run
-//	                                   again; with other code: 409 OperationIdConflict
+//	                                   again, or 409 ExecutionResultForgotten when its result
+//	                                   was forgotten; with other code: 409 OperationIdConflict
 //	a full queue or body memory        429 TooManyRequests with Retry-After: 1 (no 429 of the
 //	                                   service is documented)
 //	a file listing's nextLink          a continuationToken parameter of the emulator's own;

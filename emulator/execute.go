@@ -36,8 +36,9 @@ type execution struct {
 	done     chan struct{}
 
 	// Guarded by session.execMu.
-	finished bool  // the result is in
-	size     int64 // bytes the record holds, once finished
+	finished   bool      // the result is in
+	size       int64     // bytes the record holds, once finished
+	finishedAt time.Time // by the pool's clock, once finished
 
 	mu     sync.Mutex
 	status string // wire.Status* word
@@ -210,11 +211,21 @@ func jsonError(err error, what string) *apiError {
 // the bytes of its stdout, stderr and value.
 const recordOverhead = 512
 
+// forgotten is the answer to a retried execution (its operation-id and its
+// code) whose result the session has forgotten: 409
+// ExecutionResultForgotten, never a second run.
+func (t tombstone) forgotten() *apiError {
+	return errorf(http.StatusConflict, CodeExecutionResultForgotten, "the execution of this operation-id already ran (%s, finished %s); its result was forgotten at %s to bound the session's records, so it cannot be answered, and it is not run again; use a new operation-id to run the code again",
+		t.status, t.finishedAt.Format(time.RFC3339), t.forgottenAt.Format(time.RFC3339))
+}
+
 // execute serves POST code/execute and POST executions. The operation-id
 // header names the execution; a name the session already knows answers the
 // recorded execution without running the code again when the code is the
 // same (a client retries an execution with its operation-id and its code),
-// and 409 OperationIdConflict when the code differs.
+// and 409 OperationIdConflict when the code differs. A name whose record
+// was forgotten (its tombstone) answers 409 ExecutionResultForgotten with
+// the same code, never running it again.
 func (h *Handler) execute(c *call) *apiError {
 	ep, aerr := h.parseExecute(c)
 	if aerr != nil {
@@ -232,6 +243,13 @@ func (h *Handler) execute(c *call) *apiError {
 	hash := sha256.Sum256(hashed)
 	s.execMu.Lock()
 	e, known := s.execs[id]
+	if t, ok := s.tombs[id]; ok && !known {
+		s.execMu.Unlock()
+		if t.codeHash != hash {
+			return errorf(http.StatusConflict, CodeOperationIDConflict, "the operation-id names an execution of other code; use a new operation-id for new code")
+		}
+		return t.forgotten()
+	}
 	if known && e.codeHash != hash {
 		s.execMu.Unlock()
 		return errorf(http.StatusConflict, CodeOperationIDConflict, "the operation-id names an execution of other code; use a new operation-id for new code")
@@ -245,7 +263,7 @@ func (h *Handler) execute(c *call) *apiError {
 		}
 		s.pending++
 		e = &execution{id: id, async: ep.async, jupyter: ep.jupyter, shell: ep.shell != nil, typ: ep.typ, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
-		s.recordLocked(e, h.opt.MaxRecordedBytes)
+		s.recordLocked(e, h.opt.MaxRecordedBytes, h.opt.Now().UTC())
 	}
 	s.execMu.Unlock()
 	if !known {
@@ -361,7 +379,12 @@ func (h *Handler) getExecution(c *call) *apiError {
 	id := c.params["id"]
 	c.sess.execMu.Lock()
 	e := c.sess.execs[id]
+	t, tomb := c.sess.tombs[id]
 	c.sess.execMu.Unlock()
+	if e == nil && tomb {
+		return errorf(http.StatusNotFound, CodeExecutionNotFound, "the execution of this id ran (%s, finished %s) but its result was forgotten at %s to bound the session's records; a retry with this operation-id is refused, not run again",
+			t.status, t.finishedAt.Format(time.RFC3339), t.forgottenAt.Format(time.RFC3339))
+	}
 	if e == nil {
 		return errExecutionNotFound
 	}

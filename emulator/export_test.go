@@ -16,3 +16,7 @@ func (h *Handler) RecordedBytes() (account, sum int64) {
 	}
 	return p.records.total.Load(), sum
 }
+
+// TombstoneSize is what a forgotten execution's tombstone is counted for in
+// the record budgets.
+const TombstoneSize = tombstoneSize

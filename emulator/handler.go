@@ -94,6 +94,11 @@ const (
 	// CodeOperationIDConflict (409): an execution request reuses the
 	// operation-id of a recorded execution with different code.
 	CodeOperationIDConflict = "OperationIdConflict"
+	// CodeExecutionResultForgotten (409): an execution request retries the
+	// operation-id and the code of an execution that already ran and whose
+	// result the session has forgotten (Options.MaxRecordedBytes,
+	// MaxTotalRecordedBytes): the code is not run again.
+	CodeExecutionResultForgotten = "ExecutionResultForgotten"
 	// CodeFileListTooLarge (400): a file listing is over its bounds
 	// (Options.MaxListEntries entries, 256 directory levels below the listed
 	// directory, 16 MiB of paths).
@@ -177,14 +182,20 @@ type Options struct {
 	// MaxRecordedBytes bounds the memory of the execution records of one
 	// session (default 32 MiB): the results (stdout, stderr, value, plus a
 	// fixed 512 bytes each) of finished executions that GET executions/{id}
-	// and a retried operation-id answer. A session records at most the last
-	// 1,000 executions and, beyond this many bytes, forgets its oldest
-	// finished executions first (GET executions/{id} then answers 404
-	// ExecutionNotFound). Running executions and the most recently finished
-	// one are always kept, even when that one alone is over the bound, so
-	// a session holds at most about MaxRecordedBytes + one record of up to
-	// 8 MiB of output plus its value. MaxTotalRecordedBytes bounds all
-	// sessions together.
+	// and a retried operation-id answer. Beyond this many bytes a session
+	// forgets the results of its oldest finished executions first, each
+	// leaving a tombstone counted as 256 bytes (no output; GET
+	// executions/{id} then answers 404 ExecutionNotFound, and a retry of the
+	// operation-id with the same code 409 ExecutionResultForgotten without
+	// running it again). Running executions and the most recently finished
+	// one are always kept, even when that one alone is over the bound, and
+	// tombstones are never dropped for bytes, so a session holds at most
+	// about MaxRecordedBytes + one record of up to 8 MiB of output plus its
+	// value, or 1,000 tombstones (256 KB) when that is more. A session
+	// remembers at most its last 1,000 executions, records and tombstones
+	// together, its oldest tombstone dropped first: only then may a retry
+	// run its code again. MaxTotalRecordedBytes bounds all sessions
+	// together.
 	MaxRecordedBytes int64
 	// MaxTotalRecordedBytes bounds the memory of the execution records of
 	// all live sessions together (default 512 MiB), as MaxRecordedBytes
@@ -193,15 +204,19 @@ type Options struct {
 	// many sessions) could make the emulator itself run out of memory.
 	// When a finished execution brings the pool over it, the emulator
 	// forgets finished records, each time the oldest one of the session
-	// that records the most bytes, until the pool is within the bound (GET
-	// executions/{id} then answers 404 ExecutionNotFound, as for the
-	// per-session bound). Running executions and the one that has just
-	// finished are never forgotten, so the pool holds at most
-	// MaxTotalRecordedBytes plus one record; the other sessions' most
-	// recently finished records may go. A session's bytes leave the account
-	// when it ends (expiry, DELETE, stopSession, Close). The default is a
-	// fixed figure rather than a share of the host's RAM, so that the
-	// emulator behaves the same on every machine: 16 sessions' worth of the
+	// that records the most bytes, until the pool is within the bound; each
+	// leaves a 256-byte tombstone, as for the per-session bound (GET
+	// executions/{id} answers 404 ExecutionNotFound, a retry of the
+	// operation-id with the same code 409 ExecutionResultForgotten, not
+	// run). Running executions and the one that has just finished are never
+	// forgotten, nor tombstones, so the pool holds at most
+	// MaxTotalRecordedBytes plus one record, or its tombstones when they
+	// alone are more (at most 256 KB a session, 150 MB for 600 sessions);
+	// the other sessions' most recently finished records may go. A
+	// session's bytes, records and tombstones, leave the account when it
+	// ends (expiry, DELETE, stopSession, Close). The default is a fixed
+	// figure rather than a share of the host's RAM, so that the emulator
+	// behaves the same on every machine: 16 sessions' worth of the
 	// per-session default, and with the 128 MiB of MaxBodyMemoryBytes
 	// under 1 GiB of the emulator's own memory. The bound is the emulator's
 	// choice for its own memory; the service documents none.

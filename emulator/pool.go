@@ -235,11 +235,12 @@ func (p *pool) finished(s *session, e *execution, size, maxSession int64) {
 	b := &p.records
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := p.now().UTC()
 	s.execMu.Lock()
-	s.finishedLocked(e, size, maxSession)
+	s.finishedLocked(e, size, maxSession, now)
 	s.execMu.Unlock()
 	if b.total.Load() > b.max {
-		p.forgetRecords(e)
+		p.forgetRecords(e, now)
 	}
 }
 
@@ -250,7 +251,7 @@ func (p *pool) finished(s *session, e *execution, size, maxSession int64) {
 // finished. The pool then records at most the bound, or keep alone when it
 // is over the bound by itself (it goes when the next execution finishes).
 // p.records.mu must be held (not p.mu nor any session.execMu).
-func (p *pool) forgetRecords(keep *execution) {
+func (p *pool) forgetRecords(keep *execution, now time.Time) {
 	b := &p.records
 	p.mu.Lock()
 	ss := make([]*session, 0, len(p.sessions))
@@ -279,7 +280,7 @@ func (p *pool) forgetRecords(keep *execution) {
 		s.execMu.Lock()
 		// Forget from s while it is still the largest (or as large as
 		// the next), then look again.
-		stuck := !s.recGone && s.forgetLocked(func() bool { return b.total.Load() > b.max && s.recBytes >= second }, keep)
+		stuck := !s.recGone && s.forgetLocked(func() bool { return b.total.Load() > b.max && s.recBytes >= second }, keep, now, true)
 		size, done := s.recBytes, s.recGone || stuck
 		s.execMu.Unlock()
 		if done { // ended, or nothing left to forget: running executions, keep

@@ -156,7 +156,8 @@ func requireRecords(t *testing.T, e *env, kept, gone []string) {
 // execution that has just finished; the pool then holds at most the bound
 // plus that one record.
 func TestExecutionRecordsBoundedPoolWide(t *testing.T) {
-	const budget = 5 * recUnit
+	// Room for the tombstones of the (at most two) records each case forgets.
+	const budget = 5*recUnit + 2*emulator.TombstoneSize
 	type step struct {
 		ident, op string
 		units     int
@@ -204,7 +205,9 @@ func TestExecutionRecordsBoundedPoolWide(t *testing.T) {
 // forgotten by the pool-wide bound; once finished, the record is the
 // just-finished one and stays.
 func TestExecutionRecordsPoolWideKeepsRunning(t *testing.T) {
-	e := newEnv(t, emulator.Options{MaxTotalRecordedBytes: 5 * recUnit})
+	// The bound leaves room for the tombstones of the two records forgotten.
+	const budget = 5*recUnit + 2*emulator.TombstoneSize
+	e := newEnv(t, emulator.Options{MaxTotalRecordedBytes: budget})
 	r := e.postJSON("executions", qv(wire.V20251002Preview, sid("r")),
 		map[string]any{"executionType": "Asynchronous", "code": "wait:rec\n" + unitsCode(1), "timeoutInSeconds": 60, "outputStreamsMaxLength": 1 << 20},
 		map[string]string{"operation-id": "long"})
@@ -221,7 +224,7 @@ func TestExecutionRecordsPoolWideKeepsRunning(t *testing.T) {
 		return e.get("executions/long", qv(wire.V20251002Preview, sid("r"))).json(t)["status"] != wire.StatusRunning
 	}, 10e9, 10e6)
 	requireRecords(t, e, []string{"r/long", "a/a2", "a/a5"}, []string{"a/a0", "a/a1"})
-	require.LessOrEqual(t, recordedBytes(t, e), int64(5*recUnit))
+	require.LessOrEqual(t, recordedBytes(t, e), int64(budget))
 }
 
 // TestExecutionRecordsPoolWideReleasedAtEnd: a session that ends gives its
@@ -311,4 +314,89 @@ func TestExecutionRecordsPoolWideConcurrent(t *testing.T) {
 func TestMaxTotalRecordedBytesNegative(t *testing.T) {
 	_, err := emulator.NewHandler(emulator.Options{Executor: emulator.ScriptedExecutor(bigOutput), MaxTotalRecordedBytes: -1})
 	require.ErrorContains(t, err, "negative limit")
+}
+
+// forgetWay makes session "a" forget the result of its execution op0 (code
+// unitsCode(units)), by the per-session or the pool-wide bound; afterwards
+// session a records aUnits units of results besides op0's tombstone, the
+// other sessions otherUnits.
+type forgetWay struct {
+	name               string
+	opt                emulator.Options
+	units              int
+	forget             func(t *testing.T, e *env)
+	aUnits, otherUnits int64
+}
+
+var forgetWays = []forgetWay{
+	{"per-session MaxRecordedBytes", emulator.Options{MaxRecordedBytes: recUnit + recUnit/2}, 1, func(t *testing.T, e *env) {
+		recordUnits(t, e, "a", "op0", 1)
+		recordUnits(t, e, "a", "op1", 1) // two records pass the bound: op0's result goes
+		requireRecords(t, e, []string{"a/op1"}, []string{"a/op0"})
+	}, 1, 0},
+	{"pool-wide MaxTotalRecordedBytes, another session's most recent", emulator.Options{MaxTotalRecordedBytes: 5 * recUnit}, 4, func(t *testing.T, e *env) {
+		recordUnits(t, e, "a", "op0", 4)
+		recordUnits(t, e, "b", "b0", 2) // a records the most: its only record's result goes
+		requireRecords(t, e, []string{"b/b0"}, []string{"a/op0"})
+	}, 0, 2},
+}
+
+// TestForgottenExecutionNotRunAgain: once a session has forgotten the
+// result of an execution (per-session or pool-wide bound), a retry with its
+// operation-id and its code is refused with 409 ExecutionResultForgotten
+// and the code does not run again; other code is 409 OperationIdConflict;
+// GET executions/{id} is 404 ExecutionNotFound saying the result was
+// forgotten.
+func TestForgottenExecutionNotRunAgain(t *testing.T) {
+	for _, w := range forgetWays {
+		t.Run(w.name, func(t *testing.T) {
+			e := newEnv(t, w.opt)
+			w.forget(t, e)
+			runs := e.h.Stats().Executions
+			q := qv(wire.V20251002Preview, sid("a"))
+			tests := []struct {
+				name, code, execType, want string
+			}{
+				{"retry, same code", unitsCode(w.units), "Synchronous", emulator.CodeExecutionResultForgotten},
+				{"retry, same code, asynchronous", unitsCode(w.units), "Asynchronous", emulator.CodeExecutionResultForgotten},
+				{"other code", "print:other", "Synchronous", emulator.CodeOperationIDConflict},
+			}
+			for _, tc := range tests {
+				r := e.postJSON("executions", q,
+					map[string]any{"code": tc.code, "executionType": tc.execType, "timeoutInSeconds": 60, "outputStreamsMaxLength": 1 << 20},
+					map[string]string{"operation-id": "op0"})
+				requireError(t, r, http.StatusConflict, tc.want)
+				require.Equal(t, runs, e.h.Stats().Executions, "%s: the code ran again", tc.name)
+			}
+			r := e.get("executions/op0", q)
+			requireError(t, r, http.StatusNotFound, emulator.CodeExecutionNotFound)
+			require.Contains(t, string(r.body), "forgotten")
+			require.Contains(t, string(r.body), wire.StatusSucceeded)
+			// Still refused after more executions (the tombstone stays).
+			recordUnits(t, e, "a", "op2", 1)
+			r = e.postJSON("executions", q, map[string]any{"code": unitsCode(w.units), "timeoutInSeconds": 60, "outputStreamsMaxLength": 1 << 20}, map[string]string{"operation-id": "op0"})
+			requireError(t, r, http.StatusConflict, emulator.CodeExecutionResultForgotten)
+			require.Equal(t, runs+1, e.h.Stats().Executions)
+		})
+	}
+}
+
+// TestTombstonesCountedAndReleasedAtEnd: a forgotten execution's tombstone
+// counts TombstoneSize bytes in the session's and the pool's records until
+// the session ends; then it leaves the account, and a new session of the
+// same identifier (new kernel, nothing of the old one) does not know the
+// operation-id.
+func TestTombstonesCountedAndReleasedAtEnd(t *testing.T) {
+	for _, w := range forgetWays {
+		t.Run(w.name, func(t *testing.T) {
+			e := newEnv(t, w.opt)
+			w.forget(t, e)
+			require.Equal(t, emulator.TombstoneSize+(w.aUnits+w.otherUnits)*recUnit, recordedBytes(t, e))
+			require.Equal(t, http.StatusNoContent, e.del("session", qv(wire.V20251002Preview, sid("a"))).status)
+			require.Equal(t, w.otherUnits*recUnit, recordedBytes(t, e))
+			runs := e.h.Stats().Executions
+			recordUnits(t, e, "a", "op0", w.units) // a new session: it runs
+			require.Equal(t, runs+1, e.h.Stats().Executions)
+		})
+	}
 }

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"sync"
 	"time"
@@ -30,10 +31,12 @@ type session struct {
 
 	execMu       sync.Mutex
 	execs        map[string]*execution
-	execOrder    []string   // ids oldest first, to forget the oldest beyond the bounds
-	recBytes     int64      // bytes of the results of the recorded finished executions
-	lastFinished *execution // the most recently finished execution, never forgotten by trimLocked
-	pending      int        // executions queued or running (their code is held until they end)
+	execOrder    []string             // ids oldest first, to forget the oldest beyond the bounds
+	recBytes     int64                // bytes of the recorded finished executions and the tombstones
+	tombs        map[string]tombstone // finished executions whose results were forgotten
+	tombOrder    []string             // ids of tombs, oldest first (the order they were forgotten)
+	lastFinished *execution           // the most recently finished execution, never forgotten by trimLocked
+	pending      int                  // executions queued or running (their code is held until they end)
 	// budget is the pool's account of the bytes of all sessions' records
 	// (nil: none). recBytes counts in it until the session ends (recGone).
 	budget  *recordBudget
@@ -48,28 +51,49 @@ type session struct {
 }
 
 // maxRecordedExecutions bounds the executions a session remembers for GET
-// executions/{id} and operation-id idempotency; the oldest finished ones go
-// first. A record holds the result and a hash of the code, never the code.
+// executions/{id} and operation-id idempotency: its records and its
+// tombstones together. Beyond it the oldest tombstone goes first (the only
+// way an operation-id becomes unknown again, and so the only way a retry
+// runs its code again), then, with no tombstone left, the oldest finished
+// record. A record holds the result and a hash of the code, never the code.
 const maxRecordedExecutions = 1000
+
+// tombstone is what a session keeps of a finished execution whose result it
+// has forgotten (the byte bounds, MaxRecordedBytes and
+// MaxTotalRecordedBytes): the fact that it ran, so that a retry with its
+// operation-id is refused instead of running the code again. No outputs.
+type tombstone struct {
+	codeHash    [sha256.Size]byte
+	status      string // the final wire.Status* word
+	finishedAt  time.Time
+	forgottenAt time.Time
+}
+
+// tombstoneSize is what a tombstone is counted for in the byte bounds (its
+// fields, its map entry and an operation-id of about 100 characters; as for
+// a record's recordOverhead, the operation-id's own length is not counted).
+// It is below recordOverhead, so that forgetting a result always frees
+// bytes.
+const tombstoneSize = 256
 
 // recordLocked remembers e, a new (running) execution, and forgets old ones
 // beyond the bounds (see trimLocked). session.execMu must be held.
-func (s *session) recordLocked(e *execution, maxBytes int64) {
+func (s *session) recordLocked(e *execution, maxBytes int64, now time.Time) {
 	s.execs[e.id] = e
 	s.execOrder = append(s.execOrder, e.id)
-	s.trimLocked(maxBytes)
+	s.trimLocked(maxBytes, now)
 }
 
 // finishedLocked accounts the stored size of e, which has just finished
 // (its result is set), and forgets old records beyond the bounds.
 // session.execMu must be held.
-func (s *session) finishedLocked(e *execution, size, maxBytes int64) {
-	e.finished, e.size = true, size
+func (s *session) finishedLocked(e *execution, size, maxBytes int64, now time.Time) {
+	e.finished, e.size, e.finishedAt = true, size, now
 	s.lastFinished = e
 	if s.execs[e.id] == e {
 		s.addRecBytesLocked(size)
 	}
-	s.trimLocked(maxBytes)
+	s.trimLocked(maxBytes, now)
 }
 
 // addRecBytesLocked changes the session's recorded bytes by n, and the
@@ -82,9 +106,10 @@ func (s *session) addRecBytesLocked(n int64) {
 	}
 }
 
-// releaseRecordsLocked takes the session's recorded bytes out of the pool's
-// account, for good: the session has ended (its records go with it once the
-// requests that still hold it are done). session.execMu must be held.
+// releaseRecordsLocked takes the session's recorded bytes (records and
+// tombstones) out of the pool's account, for good: the session has ended
+// (its records go with it once the requests that still hold it are done).
+// session.execMu must be held.
 func (s *session) releaseRecordsLocked() {
 	if s.budget != nil && !s.recGone {
 		s.budget.total.Add(-s.recBytes)
@@ -92,20 +117,33 @@ func (s *session) releaseRecordsLocked() {
 	s.recGone = true
 }
 
-// trimLocked forgets the oldest finished executions while the session
-// records more than maxRecordedExecutions executions or more than maxBytes
-// bytes of results. Running executions (whose results are not in yet) and
-// the most recently finished one are always kept, so a record over the bound
-// alone still answers until the next execution finishes. session.execMu
+// trimLocked forgets the results of the oldest finished executions, keeping
+// a tombstone of each, while the session records more than maxBytes bytes;
+// then, while it remembers more than maxRecordedExecutions executions
+// (records and tombstones), drops the oldest tombstones and, when none is
+// left, the oldest finished records whole. Running executions (whose
+// results are not in yet) and the most recently finished one are always
+// kept, so a record over the bound alone still answers until the next
+// execution finishes; tombstones are never dropped for bytes. session.execMu
 // must be held.
-func (s *session) trimLocked(maxBytes int64) {
-	s.forgetLocked(func() bool { return len(s.execs) > maxRecordedExecutions || s.recBytes > maxBytes }, s.lastFinished)
+func (s *session) trimLocked(maxBytes int64, now time.Time) {
+	s.forgetLocked(func() bool { return s.recBytes > maxBytes }, s.lastFinished, now, true)
+	over := func() bool { return len(s.execs)+len(s.tombs) > maxRecordedExecutions }
+	for over() && len(s.tombOrder) > 0 {
+		id := s.tombOrder[0]
+		s.tombOrder[0] = ""
+		s.tombOrder = s.tombOrder[1:]
+		delete(s.tombs, id)
+		s.addRecBytesLocked(-tombstoneSize)
+	}
+	s.forgetLocked(over, s.lastFinished, now, false)
 }
 
 // forgetLocked forgets the oldest finished executions while over reports
-// true, never a running execution nor keep. It reports whether over still
-// holds at the end: nothing was left to forget. session.execMu must be held.
-func (s *session) forgetLocked(over func() bool, keep *execution) bool {
+// true, never a running execution nor keep; with tomb, each leaves a
+// tombstone. It reports whether over still holds at the end: nothing was
+// left to forget. session.execMu must be held.
+func (s *session) forgetLocked(over func() bool, keep *execution, now time.Time, tomb bool) bool {
 	if !over() {
 		return false
 	}
@@ -121,6 +159,17 @@ func (s *session) forgetLocked(over func() bool, keep *execution) bool {
 		if e := s.execs[id]; e.finished && e != keep {
 			delete(s.execs, id)
 			s.addRecBytesLocked(-e.size)
+			if tomb {
+				e.mu.Lock()
+				status := e.status
+				e.mu.Unlock()
+				if s.tombs == nil {
+					s.tombs = map[string]tombstone{}
+				}
+				s.tombs[id] = tombstone{codeHash: e.codeHash, status: status, finishedAt: e.finishedAt, forgottenAt: now}
+				s.tombOrder = append(s.tombOrder, id)
+				s.addRecBytesLocked(tombstoneSize)
+			}
 			continue
 		}
 		kept = append(kept, id)

@@ -3,6 +3,7 @@ package emulator
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,9 +34,9 @@ func TestTrimRecords(t *testing.T) {
 			}
 			for i := range tc.n {
 				e := &execution{id: strconv.Itoa(i)}
-				s.recordLocked(e, 1<<40)
+				s.recordLocked(e, 1<<40, time.Time{})
 				if !running[i] {
-					s.finishedLocked(e, 1, 1<<40)
+					s.finishedLocked(e, 1, 1<<40, time.Time{})
 				}
 				require.LessOrEqual(t, len(s.execs), maxRecordedExecutions+1)
 				require.Len(t, s.execOrder, len(s.execs))
@@ -60,4 +61,45 @@ func seq(lo, hi int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// TestTombstonesCap: forgetting a result for bytes leaves a tombstone, never
+// dropped for bytes; records and tombstones together are at most
+// maxRecordedExecutions, the oldest tombstone going first (the only way an
+// operation-id becomes unknown again).
+func TestTombstonesCap(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		n        int // executions of 1,000 bytes, bound 1,000 bytes: each one's result goes when the next finishes
+		tombs    []int
+		record   int
+		recBytes int64
+	}{
+		{"under the cap", 3, []int{0, 1}, 2, 2*tombstoneSize + 1000},
+		{"at the cap", maxRecordedExecutions, seq(0, maxRecordedExecutions-1), maxRecordedExecutions - 1, (maxRecordedExecutions-1)*tombstoneSize + 1000},
+		{"over: the oldest tombstones go", maxRecordedExecutions + 5, seq(5, maxRecordedExecutions+4), maxRecordedExecutions + 4, (maxRecordedExecutions-1)*tombstoneSize + 1000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &session{execs: map[string]*execution{}}
+			for i := range tc.n {
+				e := &execution{id: strconv.Itoa(i), status: "Succeeded"}
+				s.recordLocked(e, 1000, time.Time{})
+				s.finishedLocked(e, 1000, 1000, time.Time{})
+				require.LessOrEqual(t, len(s.execs)+len(s.tombs), maxRecordedExecutions)
+				require.Len(t, s.tombOrder, len(s.tombs))
+			}
+			var got []int
+			for _, id := range s.tombOrder {
+				i, err := strconv.Atoi(id)
+				require.NoError(t, err)
+				got = append(got, i)
+				require.Equal(t, "Succeeded", s.tombs[id].status)
+			}
+			require.Equal(t, tc.tombs, got)
+			require.Equal(t, []string{strconv.Itoa(tc.record)}, s.execOrder)
+			require.Equal(t, tc.recBytes, s.recBytes)
+		})
+	}
 }
