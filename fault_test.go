@@ -525,3 +525,33 @@ func TestUploadRefusesUnsendableHeaders(t *testing.T) {
 		require.Equal(t, 0, srv.Requests(azsessionstest.RouteAny), version)
 	}
 }
+
+// TestFaultForgottenRecordNotRunAgain: the emulator has forgotten the result
+// of an execution (its per-session record bound). The client, asked to run
+// the same code with the same OperationID (a new Client, so that its own
+// claim on the id does not refuse it first), gets the emulator's 409
+// ExecutionResultForgotten as an error: never a success, and the code is
+// not run again. GetExecution of the id is a 404 error.
+func TestFaultForgottenRecordNotRunAgain(t *testing.T) {
+	srv, c := relStart(t, azsessions.APIVersion20251002Preview, &azsessionstest.Options{Options: emulator.Options{MaxRecordedBytes: 600}})
+	sess := c.NewSession()
+	ctx := context.Background()
+	_, err := sess.Execute(ctx, "c = 1", &azsessions.ExecuteOptions{OperationID: "job-1"})
+	require.NoError(t, err)
+	_, err = sess.Execute(ctx, "c = c + 1", nil) // two records of 512 bytes pass 600: job-1's result goes
+	require.NoError(t, err)
+	require.Equal(t, int64(2), srv.ExecutionsFor(sess.Identifier()))
+
+	_, err = sess.GetExecution(ctx, "job-1", nil)
+	var re *azcore.ResponseError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, http.StatusNotFound, re.StatusCode)
+
+	c2, err := srv.NewClient(nil)
+	require.NoError(t, err)
+	_, err = c2.Session(sess.Identifier()).Execute(ctx, "c = 1", &azsessions.ExecuteOptions{OperationID: "job-1"})
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, http.StatusConflict, re.StatusCode)
+	require.Equal(t, emulator.CodeExecutionResultForgotten, re.ErrorCode)
+	require.Equal(t, int64(2), srv.ExecutionsFor(sess.Identifier()), "the code did not run again")
+}
