@@ -857,6 +857,14 @@ func (e *Executor) checkPreloaded(line []byte) {
 	}
 }
 
+// usable reports whether p may run a cell: alive, and not the pool's OOM
+// victim (flagged as its kill begins: its processes may outlive the flag
+// by a moment, under gVisor the Sentry's exit; a cell sent then would die
+// with it instead of finding a fresh kernel).
+func (p *proc) usable() bool {
+	return p.alive() && (p.cg == nil || !p.cg.oomKilled.Load())
+}
+
 func (p *proc) alive() bool {
 	select {
 	case <-p.exited:
@@ -1341,7 +1349,7 @@ func (x *execution) restart(ctx context.Context, note string) error {
 // ensureRunning restarts a kernel that is not running (it died, or the
 // watcher stopped it), noting why.
 func (x *execution) ensureRunning(ctx context.Context) error {
-	if x.p != nil && x.p.alive() {
+	if x.p != nil && x.p.usable() {
 		return nil
 	}
 	k := x.k

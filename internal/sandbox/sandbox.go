@@ -1343,7 +1343,7 @@ func (e *Executor) NewKernel(ctx context.Context) (kernel.Kernel, error) {
 	for len(e.ready) > 0 && p == nil {
 		p = e.ready[0]
 		e.ready = e.ready[1:]
-		if !p.alive() {
+		if !p.usable() {
 			p.kill()
 			_ = removeKernelDirs(p.dataDir)
 			p = nil
