@@ -1178,7 +1178,9 @@ type ResumeExecutionOptions struct {
 // which this or another process started (its ExecuteOptions.OperationID, or
 // ExecutionOutcomeUnknownError.OperationID). Nothing is sent until the
 // poller polls GET {endpoint}/executions/{id}; an unknown id fails the poll
-// with an *azcore.ResponseError (404). Only on the executions contract
+// with an *ExecutionOutcomeUnknownError wrapping the *azcore.ResponseError
+// (404), as does a record that disappears while BeginExecute's poller
+// follows it. Only on the executions contract
 // (2024-10-02-preview and later); the legacy api-versions give
 // ErrUnsupported.
 func (s *Session) ResumeExecution(operationID string, options *ResumeExecutionOptions) (*runtime.Poller[ExecuteResponse], error) {
@@ -1247,8 +1249,22 @@ func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.do(req, http.StatusOK)
+	resp, err := s.client.internal.Pipeline().Do(req)
 	if err != nil {
+		return nil, err
+	}
+	if !runtime.HasStatusCode(resp, http.StatusOK) {
+		gone := serviceNotFound(resp)
+		err := s.client.responseError(resp)
+		if gone {
+			// The execution was accepted (or is being followed after an
+			// unknown outcome) and the service has no record of it: it may
+			// have run, its record lost or forgotten (the emulator's
+			// bounds), or not be recorded yet. Never a plain "not found"
+			// that a caller could take for "did not run".
+			return nil, &ExecutionOutcomeUnknownError{OperationID: p.OperationID,
+				Err: fmt.Errorf("the service has no record of the execution (not recorded yet, or its record was lost or forgotten); the code may have run: %w", err)}
+		}
 		return nil, err
 	}
 	w, err := s.getExecutionHandleResponse(resp, p.OperationID)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -554,4 +555,41 @@ func TestFaultForgottenRecordNotRunAgain(t *testing.T) {
 	require.Equal(t, http.StatusConflict, re.StatusCode)
 	require.Equal(t, emulator.CodeExecutionResultForgotten, re.ErrorCode)
 	require.Equal(t, int64(2), srv.ExecutionsFor(sess.Identifier()), "the code did not run again")
+}
+
+// TestFaultForgottenAsyncResultUnknown: an asynchronous execution finishes
+// and the emulator forgets its result (per-session bound) before
+// BeginExecute's poller asks for it. PollUntilDone fails with
+// ErrExecutionOutcomeUnknown carrying the operation-id (the 404 inside,
+// whose message says the result was forgotten): never a success, never a
+// plain 404 a caller could take for "did not run", and nothing is sent
+// again. It failed with a bare *azcore.ResponseError before.
+func TestFaultForgottenAsyncResultUnknown(t *testing.T) {
+	gate := make(chan struct{})
+	exec := emulator.ScriptedExecutor(func(_ context.Context, code string) emulator.ExecutionResult {
+		if code == "slow" {
+			<-gate
+		}
+		return emulator.ExecutionResult{Stdout: "ok"}
+	})
+	srv, c := relStart(t, azsessions.APIVersion20251002Preview, &azsessionstest.Options{Options: emulator.Options{MaxRecordedBytes: 600, Executor: exec}})
+	sess := c.NewSession()
+	ctx := context.Background()
+	poller, err := sess.BeginExecute(ctx, "slow", &azsessions.BeginExecuteOptions{ExecuteOptions: azsessions.ExecuteOptions{OperationID: "job-async"}})
+	require.NoError(t, err)
+	close(gate)
+	_, err = sess.Execute(ctx, "fast", nil) // queued behind "slow": two records pass 600, job-async's result goes
+	require.NoError(t, err)
+
+	_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: time.Second})
+	require.ErrorIs(t, err, azsessions.ErrExecutionOutcomeUnknown)
+	var unknown *azsessions.ExecutionOutcomeUnknownError
+	require.ErrorAs(t, err, &unknown)
+	require.Equal(t, "job-async", unknown.OperationID)
+	var re *azcore.ResponseError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, http.StatusNotFound, re.StatusCode)
+	require.Contains(t, err.Error(), "forgotten")
+	require.Equal(t, int64(2), srv.ExecutionsFor(sess.Identifier()), "nothing ran again")
+	require.Equal(t, 2, srv.Requests(azsessionstest.RouteExecute), "nothing was sent again")
 }
