@@ -289,7 +289,8 @@ type ExecuteOptions struct {
 	// (whatever the outcome, even ErrExecutionOutcomeUnknown, and while
 	// another call with it is in flight) is refused before any I/O with an
 	// error wrapping ErrOperationIDInUse, unless its POST was refused with a
-	// 4xx (nothing ran); an id the service already knows (GET
+	// 4xx (nothing ran; not the emulator's 409 ExecutionResultForgotten,
+	// which is an *ExecutionOutcomeUnknownError: the code ran); an id the service already knows (GET
 	// executions/{id}, asked first) is refused the same way, because the
 	// service's record cannot tell whose code it ran. To wait for or read an
 	// earlier execution use Session.ResumeExecution or Session.GetExecution.
@@ -584,7 +585,7 @@ func (s *Session) beginExecution(ctx context.Context, code string, p executePara
 		if err != nil {
 			sent = tracker.maybeSent() && !notSent(err)
 		} else {
-			sent = ambiguousStatus(resp.StatusCode)
+			sent = ambiguousStatus(resp.StatusCode) || ranBefore(resp)
 		}
 		state, err := s.executeHandleResponse(ctx, resp, err, tracker, p)
 		if err != nil {
@@ -713,7 +714,13 @@ func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response
 	case !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted):
 		// only the status decides: a 4xx other than 408 (or an exhausted
 		// 429) proves nothing ran; anything else may follow a run
+		ran := ranBefore(resp)
 		err = s.client.responseError(resp)
+		if ran {
+			// A 4xx that follows a run: never a plain refusal a caller
+			// could take for "nothing ran" and send again under a new id.
+			return wire.ExecuteResponse{}, outcomeUnknown(ctx, p.operationID, fmt.Errorf("the service says the execution of this operation-id already ran and its result was forgotten (it was not run again): %w", err))
+		}
 		if !ambiguousStatus(resp.StatusCode) {
 			return wire.ExecuteResponse{}, err
 		}
@@ -760,6 +767,20 @@ func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response
 		w.ID = p.operationID
 	}
 	return w, nil
+}
+
+// codeExecutionResultForgotten is the error code of the emulator's 409 to a
+// retried operation-id whose execution ran and whose result it has forgotten
+// (emulator.CodeExecutionResultForgotten); the service documents no such
+// answer.
+const codeExecutionResultForgotten = "ExecutionResultForgotten"
+
+// ranBefore reports whether an answer to an execution request is a refusal
+// that nevertheless says the code ran (the emulator's 409
+// ExecutionResultForgotten, by its x-ms-error-code header): the only 4xx
+// that does not prove nothing ran.
+func ranBefore(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusConflict && strings.EqualFold(resp.Header.Get(wire.ErrorCodeHeader), codeExecutionResultForgotten)
 }
 
 // ambiguousStatus reports whether an answer with this status to an
@@ -890,7 +911,7 @@ func (sendTrackerPolicy) Do(req *policy.Request) (*http.Response, error) {
 		// proves the code did not run. Kept even for a 200, because the
 		// retry policy may still return ctx's error in its place (the
 		// caller's deadline passing as the answer came back).
-		t.sent.Store(ambiguousStatus(resp.StatusCode))
+		t.sent.Store(ambiguousStatus(resp.StatusCode) || ranBefore(resp))
 	} else {
 		t.sent.Store(wrote.Load() || !gotConn.Load() || (bodyRead.Load() && !writeFailed.Load()))
 	}

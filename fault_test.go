@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -551,10 +551,19 @@ func TestFaultForgottenRecordNotRunAgain(t *testing.T) {
 	c2, err := srv.NewClient(nil)
 	require.NoError(t, err)
 	_, err = c2.Session(sess.Identifier()).Execute(ctx, "c = 1", &azsessions.ExecuteOptions{OperationID: "job-1"})
+	// Never a plain 4xx refusal ("nothing ran"): the code ran, its outcome
+	// is unknown (red-team finding: a caller resending under a new id).
+	require.ErrorIs(t, err, azsessions.ErrExecutionOutcomeUnknown)
+	require.Contains(t, err.Error(), "already ran")
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, http.StatusConflict, re.StatusCode)
 	require.Equal(t, emulator.CodeExecutionResultForgotten, re.ErrorCode)
 	require.Equal(t, int64(2), srv.ExecutionsFor(sess.Identifier()), "the code did not run again")
+	// c2 keeps its claim on the id: asked again it refuses before any I/O.
+	posts := srv.Requests(azsessionstest.RouteExecute)
+	_, err = c2.Session(sess.Identifier()).Execute(ctx, "c = 1", &azsessions.ExecuteOptions{OperationID: "job-1"})
+	require.ErrorIs(t, err, azsessions.ErrOperationIDInUse)
+	require.Equal(t, posts, srv.Requests(azsessionstest.RouteExecute))
 }
 
 // TestFaultForgottenAsyncResultUnknown: an asynchronous execution finishes

@@ -167,11 +167,14 @@
 // other code 409 OperationIdConflict. GET executions/{id} of a tombstone is
 // 404 ExecutionNotFound, as for an unknown id, with a message saying that
 // the execution ran and its result was forgotten: the azsessions client
-// then reports an unknown outcome after a lost answer, or, asked to run the
-// code with that OperationID, sends the POST and returns the 409 as an
-// error; never a success, and the code does not run again. A session remembers at most its last 1,000
-// executions, records and tombstones together: beyond that its oldest
-// tombstone is dropped (with none left, its oldest finished record whole),
+// then reports an unknown outcome (ErrExecutionOutcomeUnknown) after a
+// lost answer, and while its poller follows the execution (the 404 inside),
+// or, asked to run the code with that OperationID, sends the POST and
+// returns the 409 inside an ErrExecutionOutcomeUnknown error (not a plain
+// 4xx refusal: the code ran); never a success, and the code does not run
+// again. A session remembers at most its last 1,000 executions, records
+// and tombstones together: beyond that its oldest tombstone is dropped
+// (with none left, its oldest finished record whole),
 // and that is the only way an operation-id of a live session becomes
 // unknown again, so that a retry of it would run the code again. Since
 // tombstones are not dropped for bytes, the records can pass the bounds by
