@@ -87,6 +87,9 @@ func TestSharedToken(t *testing.T) {
 		{"Bearer ", http.StatusUnauthorized, missing},
 		{"Bearer s3cret-tok", http.StatusOK, ""},
 		{"bearer s3cret-tok", http.StatusOK, ""},
+		{"BEARER   s3cret-tok  ", http.StatusOK, ""},
+		{"Bearer " + strings.Repeat("s3cret-tok", 5000), http.StatusUnauthorized, wrong}, // 50 KB, the right one as its prefix
+		{"Bearer other s3cret-tok", http.StatusUnauthorized, wrong},
 	} {
 		hdr := map[string]string{}
 		if tt.auth != "" {
