@@ -207,6 +207,9 @@
 // a 404 of GET executions/{id} counts as "no such execution" only for a
 // not-found code naming an execution or operation, or the in-container
 // proxy's text, and is otherwise treated as ambiguous, never as proof).
+// One code only makes it more careful: ExecutionResultForgotten turns a
+// 409, which the client otherwise reads as "nothing ran", into an unknown
+// outcome (the code did run); a service that never sends it loses nothing.
 //
 //	emulator-specific code   status  when
 //	NoSessionsAvailable      404     a new session when the pool is full (MaxSessions, or
