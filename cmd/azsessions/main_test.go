@@ -114,16 +114,7 @@ func TestExitCodes(t *testing.T) {
 	ep := "AZURE_POOL_MANAGEMENT_ENDPOINT=" + srv.Endpoint()
 	sess := "AZSESSIONS_SESSION=" + id
 
-	tests := []struct {
-		name     string
-		env      []string
-		stdin    string
-		args     []string
-		code     int
-		stdout   string // exact, unless empty
-		contains []string
-		absent   []string // in stdout+stderr
-	}{
+	tests := []cliCase{
 		{name: "exec argument", env: []string{ep, sess}, args: []string{"exec", "ok"}, code: 0, stdout: "hello\n42\n"},
 		{name: "exec string result unquoted", env: []string{ep, sess}, args: []string{"exec", "text"}, stdout: "a string\n"},
 		{name: "exec stdout without newline, no result", env: []string{ep, sess}, args: []string{"exec", "none"}, stdout: "only stdout"},
@@ -179,31 +170,38 @@ func TestExitCodes(t *testing.T) {
 		{name: "version", args: []string{"--version"}, contains: []string{"azsessions v0.2.0"}},
 	}
 	for _, v := range verbs {
-		tests = append(tests, struct {
-			name     string
-			env      []string
-			stdin    string
-			args     []string
-			code     int
-			stdout   string
-			contains []string
-			absent   []string
-		}{name: v.name + " --help", args: []string{v.name, "--help"}, contains: []string{"Usage: azsessions " + v.name, "Examples:"}})
+		tests = append(tests, cliCase{name: v.name + " --help", args: []string{v.name, "--help"}, contains: []string{"Usage: azsessions " + v.name, "Examples:"}})
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := runCLI(t, dir, tt.env, tt.stdin, tt.args...)
-			require.Equal(t, tt.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-			if tt.stdout != "" {
-				require.Equal(t, tt.stdout, r.stdout, "stderr: %s", r.stderr)
-			}
-			for _, s := range tt.contains {
-				require.Contains(t, r.stdout+r.stderr, s)
-			}
-			for _, s := range tt.absent {
-				require.NotContains(t, r.stdout+r.stderr, s)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, dir) })
+	}
+}
+
+// cliCase is one run of the command and what it must print and exit with.
+type cliCase struct {
+	name     string
+	env      []string
+	stdin    string
+	args     []string
+	code     int
+	stdout   string // exact, unless empty
+	contains []string
+	absent   []string // in stdout+stderr
+}
+
+// run runs the command in dir and checks its exit status and output.
+func (tt cliCase) run(t *testing.T, dir string) {
+	t.Helper()
+	r := runCLI(t, dir, tt.env, tt.stdin, tt.args...)
+	require.Equal(t, tt.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	if tt.stdout != "" {
+		require.Equal(t, tt.stdout, r.stdout, "stderr: %s", r.stderr)
+	}
+	for _, s := range tt.contains {
+		require.Contains(t, r.stdout+r.stderr, s)
+	}
+	for _, s := range tt.absent {
+		require.NotContains(t, r.stdout+r.stderr, s)
 	}
 }
 

@@ -79,16 +79,7 @@ func TestSh(t *testing.T) {
 	closed := "AZURE_POOL_MANAGEMENT_ENDPOINT=" + closedEndpoint(t)
 	usage := "Run 'azsessions sh --help' for usage."
 
-	tests := []struct {
-		name     string
-		env      []string
-		stdin    string
-		args     []string
-		code     int
-		stdout   string // exact, unless empty
-		contains []string
-		absent   []string // in stdout+stderr
-	}{
+	tests := []cliCase{
 		{name: "command line", env: []string{ep, sess}, args: []string{"sh", "ls -a | wc -l"}, stdout: `{"command":"ls -a | wc -l","stdin":""}` + "\n"},
 		{name: "argv after --", env: []string{ep, sess}, args: []string{"sh", "--", "ls", "-a"}, stdout: `{"argv":["ls","-a"],"stdin":""}` + "\n"},
 		{name: "argv keeps flags and words", env: []string{ep, sess}, args: []string{"sh", "--timeout", "30", "--", "grep", "--json", "a b", "$HOME", "--"}, stdout: `{"argv":["grep","--json","a b","$HOME","--"],"stdin":""}` + "\n"},
@@ -128,19 +119,7 @@ func TestSh(t *testing.T) {
 		{name: "help", args: []string{"help", "sh"}, contains: []string{"Usage: azsessions sh", "execCommandAndArgs", "Exit status: the command's exit code"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := runCLI(t, dir, tt.env, tt.stdin, tt.args...)
-			require.Equal(t, tt.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-			if tt.stdout != "" {
-				require.Equal(t, tt.stdout, r.stdout, "stderr: %s", r.stderr)
-			}
-			for _, s := range tt.contains {
-				require.Contains(t, r.stdout+r.stderr, s)
-			}
-			for _, s := range tt.absent {
-				require.NotContains(t, r.stdout+r.stderr, s)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, dir) })
 	}
 }
 

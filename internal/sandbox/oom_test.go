@@ -91,13 +91,7 @@ func TestPoolOOMPolicyKeepsSandboxLimit(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		o := opts
-		o.Ready, o.noPreload, o.noFontCache = 0, true, true
-		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 160<<20, 1<<30
-		e := poolMemoryExecutor(t, o)
-		if !e.oomPolicy {
-			t.Skip("no pool OOM policy here (it needs a cgroup v1 memory controller)")
-		}
+		e := ownLimitExecutor(t, opts)
 		k := newKernel(t, e)
 		p, err := k.current()
 		require.NoError(t, err)
@@ -111,6 +105,21 @@ func TestPoolOOMPolicyKeepsSandboxLimit(t *testing.T) {
 		require.False(t, p.cg.oomKilled.Load(), "the pool's policy killed a sandbox that was only at its own limit")
 		requireOK(t, k, "chunks = None")
 	})
+}
+
+// ownLimitExecutor is an executor of opts's backend whose sandboxes reach
+// their own 160 MiB limit long before the pool's 1 GiB, with the pool's OOM
+// policy on (the test is skipped without it: cgroup v1 memory controller).
+func ownLimitExecutor(t *testing.T, opts Options) *Executor {
+	t.Helper()
+	o := opts
+	o.Ready, o.noPreload, o.noFontCache = 0, true, true
+	o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 160<<20, 1<<30
+	e := poolMemoryExecutor(t, o)
+	if !e.oomPolicy {
+		t.Skip("no pool OOM policy here (it needs a cgroup v1 memory controller)")
+	}
+	return e
 }
 
 // TestPoolOOMKernelCharges: a pool filled by writes (to a tmpfs: charges
@@ -337,13 +346,7 @@ func TestMemoryLimitDeathSaysWhy(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
-		o := opts
-		o.Ready, o.noPreload, o.noFontCache = 0, true, true
-		o.MemoryLimitBytes, o.MaxTotalMemoryBytes = 160<<20, 1<<30
-		e := poolMemoryExecutor(t, o)
-		if !e.oomPolicy {
-			t.Skip("a kill for the sandbox's own limit is told apart from the pool's only with the pool OOM policy (cgroup v1 memory controller)")
-		}
+		e := ownLimitExecutor(t, opts)
 		k := newKernel(t, e)
 		grow := "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))"
 		res := runT(t, k, grow, time.Minute)
