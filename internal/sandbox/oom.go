@@ -159,11 +159,7 @@ func (w *oomWatch) outOfMemory(pressure bool) bool {
 	if !under && !pressure {
 		return false
 	}
-	data, err = readProcFile(filepath.Join(w.dir, "memory.usage_in_bytes"))
-	if err != nil {
-		return under
-	}
-	used, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	used, err := charged(w.dir, false)
 	if err != nil {
 		return under
 	}
