@@ -240,9 +240,6 @@ func (c *Client) NewListContainerSessionsPager(options *ListContainerSessionsOpt
 	return runtime.NewPager(runtime.PagingHandler[ListContainerSessionsResponse]{
 		More: func(page ListContainerSessionsResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListContainerSessionsResponse) (ListContainerSessionsResponse, error) {
-			if err := c.requireSessionManagement(op); err != nil {
-				return ListContainerSessionsResponse{}, err
-			}
 			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
 			var nextLink string
 			if page != nil {
@@ -252,8 +249,7 @@ func (c *Client) NewListContainerSessionsPager(options *ListContainerSessionsOpt
 				return ListContainerSessionsResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, c.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				q := url.Values{"skip": {strconv.Itoa(int(options.Skip))}}
-				return c.newRequest(ctx, http.MethodPost, ".management/listSessions", "", q)
+				return c.listContainerSessionsCreateRequest(ctx, op, options)
 			}, c.nextPageOptionsMethod(http.MethodPost, ""))
 			if err != nil {
 				return ListContainerSessionsResponse{}, wrapAuthError(err)
@@ -263,4 +259,15 @@ func (c *Client) NewListContainerSessionsPager(options *ListContainerSessionsOpt
 		},
 		Tracer: c.internal.Tracer(),
 	})
+}
+
+// listContainerSessionsCreateRequest checks the api-version (before any
+// I/O: the first page's Fetcher calls it before sending anything) and builds
+// the first page's POST {endpoint}/.management/listSessions?skip=N.
+func (c *Client) listContainerSessionsCreateRequest(ctx context.Context, op string, options *ListContainerSessionsOptions) (*policy.Request, error) {
+	if err := c.requireSessionManagement(op); err != nil {
+		return nil, err
+	}
+	q := url.Values{"skip": {strconv.Itoa(int(options.Skip))}}
+	return c.newRequest(ctx, http.MethodPost, ".management/listSessions", "", q)
 }

@@ -129,31 +129,10 @@ func relativeDir(p string) (string, error) {
 // pathEscape escapes one path segment.
 func pathEscape(s string) string { return url.PathEscape(s) }
 
-// fileRoute returns the escaped route of a file operation and its query.
-// suffix is "" (metadata, delete) or "content" (download).
-func (s *Session) fileRoute(name, suffix string) (string, url.Values, error) {
-	dir, base, err := splitFileName(name)
-	if err != nil {
-		return "", nil, err
-	}
-	if s.client.features.Legacy {
-		if dir != "" {
-			return "", nil, fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
-		}
-		if suffix == "content" {
-			return "files/content/" + pathEscape(base), nil, nil
-		}
-		return "files/" + pathEscape(base), nil, nil
-	}
-	q := url.Values{}
-	if dir != "" {
-		q.Set("path", dir)
-	}
-	route := "files/" + pathEscape(base)
-	if suffix != "" {
-		route += "/" + suffix
-	}
-	return route, q, nil
+// errSubdirectories is the refusal of a file name with a directory on the
+// legacy api-versions (the builders of the file operations return it).
+func (c *Client) errSubdirectories() error {
+	return fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, c.version)
 }
 
 // UploadFileOptions contains the optional parameters of Session.UploadFile.
@@ -219,7 +198,7 @@ func (s *Session) uploadFileCreateRequest(ctx context.Context, name string, cont
 	route, q := "files", url.Values{}
 	if s.client.features.Legacy {
 		if dir != "" {
-			return nil, fmt.Errorf("%w: sub-directories need api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+			return nil, s.client.errSubdirectories()
 		}
 		route = "files/upload"
 	} else if dir != "" {
@@ -481,17 +460,14 @@ type ListFilesResponse struct {
 // (ErrInvalidIdentifier) are reported by the first NextPage before any I/O.
 func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[ListFilesResponse] {
 	const op = "Session.NewListFilesPager"
-	if options == nil {
-		options = &ListFilesOptions{}
+	opts := ListFilesOptions{}
+	if options != nil {
+		opts = *options // the pages of one listing share its options
 	}
 	guard := &linkGuard{}
 	return runtime.NewPager(runtime.PagingHandler[ListFilesResponse]{
 		More: func(page ListFilesResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListFilesResponse) (ListFilesResponse, error) {
-			dir, err := s.listFilesCheck(options)
-			if err != nil {
-				return ListFilesResponse{}, err
-			}
 			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
 			var nextLink string
 			if page != nil {
@@ -501,40 +477,35 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 				return ListFilesResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, s.client.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				return s.listFilesCreateRequest(ctx, dir, options)
+				return s.listFilesCreateRequest(ctx, &opts)
 			}, s.client.nextPageOptions(s.identifier))
 			if err != nil {
 				return ListFilesResponse{}, wrapAuthError(err)
 			}
-			return s.listFilesHandleResponse(resp, dir)
+			return s.listFilesHandleResponse(resp, &opts)
 		},
 		Tracer: s.client.internal.Tracer(),
 	})
 }
 
-// listFilesCheck checks the identifier and the options before any I/O and
-// returns the directory to list, relative to /mnt/data.
-func (s *Session) listFilesCheck(options *ListFilesOptions) (string, error) {
+// listFilesCreateRequest checks the identifier and the options (before any
+// I/O: the first page's Fetcher calls it before sending anything) and builds
+// the first page's GET {endpoint}/files[?path=dir][&recursive=true] (the
+// legacy route is the same without the parameters, which it refuses).
+func (s *Session) listFilesCreateRequest(ctx context.Context, options *ListFilesOptions) (*policy.Request, error) {
 	if err := s.validate(); err != nil {
-		return "", err
+		return nil, err
 	}
 	dir, err := relativeDir(options.Path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if s.client.features.Legacy && dir != "" {
-		return "", fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+		return nil, fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
 	}
 	if options.Recursive && !s.client.features.Recursive {
-		return "", fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+		return nil, fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
 	}
-	return dir, nil
-}
-
-// listFilesCreateRequest builds the first page's GET
-// {endpoint}/files[?path=dir][&recursive=true] (the legacy route is the same
-// without the parameters).
-func (s *Session) listFilesCreateRequest(ctx context.Context, dir string, options *ListFilesOptions) (*policy.Request, error) {
 	q := url.Values{}
 	if dir != "" {
 		q.Set("path", dir)
@@ -547,7 +518,7 @@ func (s *Session) listFilesCreateRequest(ctx context.Context, dir string, option
 
 // listFilesHandleResponse decodes one page: {"value":[File...],"nextLink"}
 // or, legacy, {"value":[{"properties":...}]} (one page).
-func (s *Session) listFilesHandleResponse(resp *http.Response, dir string) (ListFilesResponse, error) {
+func (s *Session) listFilesHandleResponse(resp *http.Response, options *ListFilesOptions) (ListFilesResponse, error) {
 	if err := checkPageEntries(resp); err != nil {
 		return ListFilesResponse{}, err
 	}
@@ -566,6 +537,7 @@ func (s *Session) listFilesHandleResponse(resp *http.Response, dir string) (List
 	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return ListFilesResponse{}, err
 	}
+	dir, _ := relativeDir(options.Path) // listFilesCreateRequest refused a bad one
 	out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
 	for _, f := range w.Value {
 		out.Files = append(out.Files, fileFromWire(f, dir))
@@ -607,16 +579,25 @@ func (s *Session) GetFile(ctx context.Context, name string, options *GetFileOpti
 	return out, err
 }
 
-// getFileCreateRequest builds GET {endpoint}/files/{name}[?path=dir].
+// getFileCreateRequest checks the identifier and the name and builds GET
+// {endpoint}/files/{name}[?path=dir] (legacy: no sub-directories, no path).
 func (s *Session) getFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	route, q, err := s.fileRoute(name, "")
+	dir, base, err := splitFileName(name)
 	if err != nil {
 		return nil, err
 	}
-	return s.client.newRequest(ctx, http.MethodGet, route, s.identifier, q)
+	q := url.Values{}
+	if s.client.features.Legacy {
+		if dir != "" {
+			return nil, s.client.errSubdirectories()
+		}
+	} else if dir != "" {
+		q.Set("path", dir)
+	}
+	return s.client.newRequest(ctx, http.MethodGet, "files/"+pathEscape(base), s.identifier, q)
 }
 
 // getFileHandleResponse decodes the file's description (legacy: the first
@@ -684,16 +665,26 @@ func (s *Session) DownloadFile(ctx context.Context, name string, options *Downlo
 	return DownloadFileResponse{Body: resp.Body, ContentLength: resp.ContentLength, ContentType: resp.Header.Get("Content-Type")}, nil
 }
 
-// downloadFileCreateRequest builds GET {endpoint}/files/{name}/content
-// [?path=dir] (legacy: GET {endpoint}/files/content/{name}), whose 2xx body
-// is streamed to the caller, not read by the pipeline nor capped.
+// downloadFileCreateRequest checks the identifier and the name and builds
+// GET {endpoint}/files/{name}/content[?path=dir] (legacy: GET
+// {endpoint}/files/content/{name}, no sub-directories), whose 2xx body is
+// streamed to the caller, not read by the pipeline nor capped.
 func (s *Session) downloadFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	route, q, err := s.fileRoute(name, "content")
+	dir, base, err := splitFileName(name)
 	if err != nil {
 		return nil, err
+	}
+	route, q := "files/"+pathEscape(base)+"/content", url.Values{}
+	if s.client.features.Legacy {
+		if dir != "" {
+			return nil, s.client.errSubdirectories()
+		}
+		route = "files/content/" + pathEscape(base)
+	} else if dir != "" {
+		q.Set("path", dir)
 	}
 	req, err := s.client.newRequest(context.WithValue(ctx, streamKey{}, true), http.MethodGet, route, s.identifier, q)
 	if err != nil {
@@ -842,16 +833,26 @@ func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFi
 	return DeleteFileResponse{}, nil
 }
 
-// deleteFileCreateRequest builds DELETE {endpoint}/files/{name}[?path=dir].
+// deleteFileCreateRequest checks the identifier and the name and builds
+// DELETE {endpoint}/files/{name}[?path=dir] (legacy: no sub-directories, no
+// path).
 func (s *Session) deleteFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	route, q, err := s.fileRoute(name, "")
+	dir, base, err := splitFileName(name)
 	if err != nil {
 		return nil, err
 	}
-	return s.client.newRequest(ctx, http.MethodDelete, route, s.identifier, q)
+	q := url.Values{}
+	if s.client.features.Legacy {
+		if dir != "" {
+			return nil, s.client.errSubdirectories()
+		}
+	} else if dir != "" {
+		q.Set("path", dir)
+	}
+	return s.client.newRequest(ctx, http.MethodDelete, "files/"+pathEscape(base), s.identifier, q)
 }
 
 // UploadFileFromPathOptions contains the optional parameters of

@@ -292,9 +292,6 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 	return runtime.NewPager(runtime.PagingHandler[ListSessionsResponse]{
 		More: func(page ListSessionsResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListSessionsResponse) (ListSessionsResponse, error) {
-			if err := c.requireSessionManagement(op); err != nil {
-				return ListSessionsResponse{}, err
-			}
 			ctx = context.WithValue(ctx, runtime.CtxAPINameKey{}, op)
 			var nextLink string
 			if page != nil {
@@ -304,7 +301,7 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 				return ListSessionsResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, c.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				return c.listSessionsCreateRequest(ctx, options)
+				return c.listSessionsCreateRequest(ctx, op, options)
 			}, c.nextPageOptions(""))
 			if err != nil {
 				return ListSessionsResponse{}, wrapAuthError(err)
@@ -315,8 +312,13 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 	})
 }
 
-// listSessionsCreateRequest builds the first page's GET {endpoint}/listSessions[?skip=N].
-func (c *Client) listSessionsCreateRequest(ctx context.Context, options *ListSessionsOptions) (*policy.Request, error) {
+// listSessionsCreateRequest checks the api-version (before any I/O: the
+// first page's Fetcher calls it before sending anything) and builds the
+// first page's GET {endpoint}/listSessions[?skip=N].
+func (c *Client) listSessionsCreateRequest(ctx context.Context, op string, options *ListSessionsOptions) (*policy.Request, error) {
+	if err := c.requireSessionManagement(op); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	if options.Skip > 0 {
 		q.Set("skip", strconv.Itoa(int(options.Skip)))
