@@ -408,17 +408,17 @@ func (s *Session) Execute(ctx context.Context, code string, options *ExecuteOpti
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	req, err := s.checkExecute(code, options)
+	req, p, err := s.executeCreateRequest(ctx, op, code, options, wire.ExecutionSynchronous)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	poller, err := s.beginExecution(ctx, code, req, options, wire.ExecutionSynchronous)
+	poller, err := s.beginExecution(ctx, req, p)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
 	resp, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: executePollFrequency})
 	if err != nil {
-		err = outcomeUnknown(ctx, req.operationID, err)
+		err = outcomeUnknown(ctx, p.operationID, err)
 		return ExecuteResponse{}, err
 	}
 	return resp, nil
@@ -428,66 +428,41 @@ func (s *Session) Execute(ctx context.Context, code string, options *ExecuteOpti
 // answered as still running, when the service gives no Retry-After.
 const executePollFrequency = time.Second
 
-// executeParams are the checked parameters of one execution request.
+// executeParams are what sending one execution request and reading its
+// answer need from its builder (executeCreateRequest, shellCreateRequest).
 type executeParams struct {
 	timeout     int32
 	operationID string // "" on the legacy contract
-	// userID says operationID came from ExecuteOptions.OperationID.
+	// userID says operationID came from the caller's OperationID.
 	userID bool
-	// body, when set, is the request body of POST executions instead of
-	// the code's (a Shell execution: shell.go).
-	body any
+	// outputMax is the OutputStreamsMaxLength sent (0: the service default).
+	outputMax int
+	// tracker observes the request's tries (newExecuteRequest).
+	tracker *sendTracker
 }
 
-// checkExecute validates the arguments of Execute and BeginExecute before
-// any I/O.
-func (s *Session) checkExecute(code string, options *ExecuteOptions) (executeParams, error) {
-	if err := s.validate(); err != nil {
-		return executeParams{}, err
+// executeTimeout checks an execution's Timeout (at most max) and returns
+// it in whole seconds, rounded up; zero means def.
+func executeTimeout(timeout, def, max time.Duration) (int32, error) {
+	if timeout < 0 || timeout > max {
+		return 0, fmt.Errorf("azsessions: timeout %v is outside 0–%v (the service's cap)", timeout, max)
 	}
-	if strings.TrimSpace(code) == "" {
-		return executeParams{}, errors.New("azsessions: code is empty")
+	if timeout == 0 {
+		timeout = def
 	}
-	if !utf8.ValidString(code) {
-		// encoding/json would send each bad byte as U+FFFD: other code than
-		// the caller's would run
-		return executeParams{}, errors.New("azsessions: code is not valid UTF-8")
-	}
-	return s.checkExecuteOptions(options, DefaultExecutionTimeout, DefaultExecutionTimeout)
+	return int32((timeout + time.Second - 1) / time.Second), nil
 }
 
-// checkExecuteOptions validates the options of an execution request (code
-// or Shell) before any I/O; def is the timeout of a zero Timeout, max the
-// largest allowed.
-func (s *Session) checkExecuteOptions(options *ExecuteOptions, def, max time.Duration) (executeParams, error) {
-	if options.Timeout < 0 || options.Timeout > max {
-		return executeParams{}, fmt.Errorf("azsessions: timeout %v is outside 0–%v (the service's cap)", options.Timeout, max)
+// newOperationID checks the caller's OperationID and returns it (userID
+// true), or a fresh UUID when it is empty.
+func newOperationID(id string) (_ string, userID bool, _ error) {
+	if id == "" {
+		return uuid.New(), false, nil
 	}
-	p := executeParams{timeout: int32((def + time.Second - 1) / time.Second)}
-	if options.Timeout > 0 {
-		p.timeout = int32((options.Timeout + time.Second - 1) / time.Second)
+	if err := checkOperationID(id); err != nil {
+		return "", false, err
 	}
-	if options.OutputStreamsMaxLength < 0 {
-		return executeParams{}, errors.New("azsessions: OutputStreamsMaxLength is negative")
-	}
-	if options.OutputStreamsMaxLength > 0 && !s.client.features.OutputStreamsMaxLength {
-		return executeParams{}, fmt.Errorf("%w: OutputStreamsMaxLength needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
-	}
-	if options.ReturnJupyterFormatExecutionResult && !s.client.features.ExecutionOptions {
-		return executeParams{}, fmt.Errorf("%w: ReturnJupyterFormatExecutionResult needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
-	}
-	if s.client.features.Legacy {
-		return p, nil
-	}
-	if options.OperationID != "" {
-		if err := checkOperationID(options.OperationID); err != nil {
-			return executeParams{}, err
-		}
-		p.operationID, p.userID = options.OperationID, true
-	} else {
-		p.operationID = uuid.New()
-	}
-	return p, nil
+	return id, true, nil
 }
 
 // checkOperationID refuses an operation-id that cannot be sent as a header
@@ -506,6 +481,18 @@ func checkOperationID(id string) error {
 		if c := id[i]; c <= ' ' || c >= 0x7f {
 			return fmt.Errorf("azsessions: OperationID has the byte %#02x at %d: only printable ASCII without spaces is allowed", c, i)
 		}
+	}
+	return nil
+}
+
+// checkExecutionID checks the operation-id naming an existing execution
+// (GetExecution, ResumeExecution): not empty, and as checkOperationID.
+func checkExecutionID(id string) error {
+	if err := checkOperationID(id); err != nil {
+		return err
+	}
+	if id == "" {
+		return errors.New("azsessions: operation-id is empty")
 	}
 	return nil
 }
@@ -554,10 +541,12 @@ func checkOperationID(id string) error {
 // The service's deduplication of a repeated operation-id is not documented,
 // so no client logic depends on it.
 
-// beginExecution validates nothing (checkExecute did), sends the execution
-// request once (see the design above) and returns a poller whose state is
-// the first one the service reported.
-func (s *Session) beginExecution(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (_ *runtime.Poller[ExecuteResponse], err error) {
+// beginExecution sends the execution request req, built and checked by
+// executeCreateRequest or shellCreateRequest, once (see the design above)
+// and returns a poller whose state is the first one the service reported.
+// A caller-chosen operation-id is claimed and looked up first, before req
+// is sent.
+func (s *Session) beginExecution(ctx context.Context, req *policy.Request, p executeParams) (_ *runtime.Poller[ExecuteResponse], err error) {
 	if p.userID {
 		// Claimed before any I/O, released only when nothing was sent
 		// (see operationIDs).
@@ -575,34 +564,26 @@ func (s *Session) beginExecution(ctx context.Context, code string, p executePara
 		} else if found {
 			return nil, fmt.Errorf("%w: OperationID %s (use Session.ResumeExecution or Session.GetExecution to follow it, or a new id for new code)", ErrOperationIDInUse, p.operationID)
 		}
-		req, tracker, err := s.executeCreateRequest(ctx, code, p, options, executionType)
-		if err != nil {
-			return nil, err
-		}
 		resp, err := s.client.internal.Pipeline().Do(req)
 		// a 4xx refusal (other than 408) proves the code did not run: the id
 		// may be used again; anything else keeps it claimed
 		if err != nil {
-			sent = tracker.maybeSent() && !notSent(err)
+			sent = p.tracker.maybeSent() && !notSent(err)
 		} else {
 			sent = ambiguousStatus(resp.StatusCode) || ranBefore(resp)
 		}
-		state, err := s.executeHandleResponse(ctx, resp, err, tracker, p)
+		state, err := s.executeHandleResponse(ctx, resp, err, p)
 		if err != nil {
 			return nil, err
 		}
-		return s.newExecutionPoller(p.operationID, int(options.OutputStreamsMaxLength), p.timeout, state)
-	}
-	req, tracker, err := s.executeCreateRequest(ctx, code, p, options, executionType)
-	if err != nil {
-		return nil, err
+		return s.newExecutionPoller(p.operationID, p.outputMax, p.timeout, state)
 	}
 	resp, err := s.client.internal.Pipeline().Do(req)
-	state, err := s.executeHandleResponse(ctx, resp, err, tracker, p)
+	state, err := s.executeHandleResponse(ctx, resp, err, p)
 	if err != nil {
 		return nil, err
 	}
-	return s.newExecutionPoller(p.operationID, int(options.OutputStreamsMaxLength), p.timeout, state)
+	return s.newExecutionPoller(p.operationID, p.outputMax, p.timeout, state)
 }
 
 // operationIDs remembers, per session identifier, the caller-chosen
@@ -652,11 +633,65 @@ func (o *operationIDs) release(identifier, id string) {
 	delete(o.sent, identifier+"\x00"+id)
 }
 
-// executeCreateRequest builds POST executions (flat body, operation-id
+// executeCreateRequest checks the arguments of Execute and BeginExecute
+// (op) before any I/O and builds POST executions (flat body, operation-id
 // header) or, on the legacy contract, POST code/execute (properties-wrapped
-// body). Its retries are limited by sendTracker.shouldRetry and observed by
-// the same sendTracker.
-func (s *Session) executeCreateRequest(ctx context.Context, code string, p executeParams, options *ExecuteOptions, executionType string) (*policy.Request, *sendTracker, error) {
+// body, no operation-id; an asynchronous execution is refused).
+func (s *Session) executeCreateRequest(ctx context.Context, op, code string, options *ExecuteOptions, executionType string) (*policy.Request, executeParams, error) {
+	legacy := s.client.features.Legacy
+	if legacy && executionType == wire.ExecutionAsynchronous {
+		return nil, executeParams{}, s.client.errNeedsExecutions(op)
+	}
+	if err := s.validate(); err != nil {
+		return nil, executeParams{}, err
+	}
+	if strings.TrimSpace(code) == "" {
+		return nil, executeParams{}, errors.New("azsessions: code is empty")
+	}
+	if !utf8.ValidString(code) {
+		// encoding/json would send each bad byte as U+FFFD: other code than
+		// the caller's would run
+		return nil, executeParams{}, errors.New("azsessions: code is not valid UTF-8")
+	}
+	timeout, err := executeTimeout(options.Timeout, DefaultExecutionTimeout, DefaultExecutionTimeout)
+	if err != nil {
+		return nil, executeParams{}, err
+	}
+	if options.OutputStreamsMaxLength < 0 {
+		return nil, executeParams{}, errors.New("azsessions: OutputStreamsMaxLength is negative")
+	}
+	if options.OutputStreamsMaxLength > 0 && !s.client.features.OutputStreamsMaxLength {
+		return nil, executeParams{}, fmt.Errorf("%w: OutputStreamsMaxLength needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+	}
+	if options.ReturnJupyterFormatExecutionResult && !s.client.features.ExecutionOptions {
+		return nil, executeParams{}, fmt.Errorf("%w: ReturnJupyterFormatExecutionResult needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+	}
+	p := executeParams{timeout: timeout, outputMax: int(options.OutputStreamsMaxLength)}
+	if legacy {
+		// OperationID is ignored: the legacy contract has no operation-id
+		return s.newExecuteRequest(ctx, "code/execute", wire.LegacyExecuteRequest{Properties: &wire.LegacyExecuteProperties{
+			CodeInputType: "inline", ExecutionType: "synchronous", Code: code, TimeoutInSeconds: timeout,
+		}}, p)
+	}
+	if p.operationID, p.userID, err = newOperationID(options.OperationID); err != nil {
+		return nil, executeParams{}, err
+	}
+	b := wire.ExecuteRequest{CodeInputType: wire.CodeInputInline, ExecutionType: executionType, Code: code, TimeoutInSeconds: timeout}
+	if options.OutputStreamsMaxLength > 0 {
+		b.OutputStreamsMaxLength = &options.OutputStreamsMaxLength
+	}
+	if options.ReturnJupyterFormatExecutionResult {
+		jupyter := true
+		b.ReturnJupyterFormatExecutionResult = &jupyter
+	}
+	return s.newExecuteRequest(ctx, "executions", b, p)
+}
+
+// newExecuteRequest builds the POST of an execution request (code or Shell)
+// with body, the operation-id header when p has one, and its own retry
+// options: its retries are limited by sendTracker.shouldRetry and observed
+// by the same sendTracker (returned in p.tracker).
+func (s *Session) newExecuteRequest(ctx context.Context, route string, body any, p executeParams) (*policy.Request, executeParams, error) {
 	tracker := &sendTracker{}
 	retry := s.client.executeRetry
 	retry.ShouldRetry = tracker.shouldRetry
@@ -667,48 +702,29 @@ func (s *Session) executeCreateRequest(ctx context.Context, code string, p execu
 		retry.TryTimeout = time.Duration(p.timeout)*time.Second + ExecutionGrace
 	}
 	ctx = policy.WithRetryOptions(ctx, retry)
-	var body any
-	route := "executions"
-	if p.body != nil {
-		body = p.body
-	} else if s.client.features.Legacy {
-		route = "code/execute"
-		body = wire.LegacyExecuteRequest{Properties: &wire.LegacyExecuteProperties{
-			CodeInputType: "inline", ExecutionType: "synchronous", Code: code, TimeoutInSeconds: p.timeout,
-		}}
-	} else {
-		b := wire.ExecuteRequest{CodeInputType: wire.CodeInputInline, ExecutionType: executionType, Code: code, TimeoutInSeconds: p.timeout}
-		if options.OutputStreamsMaxLength > 0 {
-			b.OutputStreamsMaxLength = &options.OutputStreamsMaxLength
-		}
-		if options.ReturnJupyterFormatExecutionResult {
-			jupyter := true
-			b.ReturnJupyterFormatExecutionResult = &jupyter
-		}
-		body = b
-	}
 	req, err := s.client.newRequest(ctx, http.MethodPost, route, s.identifier, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, executeParams{}, err
 	}
 	if p.operationID != "" {
 		req.Raw().Header.Set("operation-id", p.operationID)
 	}
 	if err := runtime.MarshalAsJSON(req, body); err != nil {
-		return nil, nil, err
+		return nil, executeParams{}, err
 	}
 	req.SetOperationValue(tracker)
-	return req, tracker, nil
+	p.tracker = tracker
+	return req, p, nil
 }
 
 // executeHandleResponse turns the pipeline's answer to an execution request
 // into the first state of the execution, resolving an ambiguous failure by
 // a look-up (never by sending again; see the design above).
-func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response, err error, tracker *sendTracker, p executeParams) (wire.ExecuteResponse, error) {
+func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response, err error, p executeParams) (wire.ExecuteResponse, error) {
 	legacy := s.client.features.Legacy
 	switch {
 	case err != nil:
-		if !tracker.maybeSent() || notSent(err) {
+		if !p.tracker.maybeSent() || notSent(err) {
 			return wire.ExecuteResponse{}, err // nothing left: the code did not run
 		}
 	case !runtime.HasStatusCode(resp, http.StatusOK, http.StatusAccepted):
@@ -974,7 +990,7 @@ func executionFromWire(w wire.ExecuteResponse) Execution {
 // service itself says it has no such execution (serviceNotFound); any other
 // failure is an error.
 func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire.ExecuteResponse, bool, error) {
-	req, err := s.getExecutionCreateRequest(ctx, operationID)
+	req, err := s.newGetExecutionRequest(ctx, operationID)
 	if err != nil {
 		return wire.ExecuteResponse{}, false, err
 	}
@@ -996,8 +1012,28 @@ func (s *Session) lookupExecution(ctx context.Context, operationID string) (wire
 	return w, true, nil
 }
 
-// getExecutionCreateRequest builds GET executions/{id}.
-func (s *Session) getExecutionCreateRequest(ctx context.Context, operationID string) (*policy.Request, error) {
+// getExecutionCreateRequest checks the arguments of GetExecution (op) before
+// any I/O (the legacy contract has no GET executions/{id}) and builds GET
+// executions/{id}.
+func (s *Session) getExecutionCreateRequest(ctx context.Context, op, operationID string) (*policy.Request, error) {
+	if s.client.features.Legacy {
+		return nil, s.client.errNeedsExecutions(op)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkExecutionID(operationID); err != nil {
+		return nil, err
+	}
+	return s.newGetExecutionRequest(ctx, operationID)
+}
+
+// newGetExecutionRequest builds GET executions/{id} without checks, for
+// the look-up of an execution being sent (lookupExecution) and the polls of
+// a started or resumed one (executionPoller.Poll): their id is one that
+// executeCreateRequest, shellCreateRequest or ResumeExecution checked, or a
+// resume token's, which is sent as it is.
+func (s *Session) newGetExecutionRequest(ctx context.Context, operationID string) (*policy.Request, error) {
 	if retry := s.client.executeRetry; retry.TryTimeout == 0 {
 		// a GET that never answers must not hang the poll for ever
 		retry.TryTimeout = ExecutionGrace
@@ -1097,19 +1133,7 @@ func (s *Session) GetExecution(ctx context.Context, operationID string, options 
 	var err error
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	if err = s.requireExecutions(op); err != nil {
-		return GetExecutionResponse{}, err
-	}
-	if err = s.validate(); err != nil {
-		return GetExecutionResponse{}, err
-	}
-	if err = checkOperationID(operationID); err != nil || operationID == "" {
-		if err == nil {
-			err = errors.New("azsessions: operation-id is empty")
-		}
-		return GetExecutionResponse{}, err
-	}
-	req, err := s.getExecutionCreateRequest(ctx, operationID)
+	req, err := s.getExecutionCreateRequest(ctx, op, operationID)
 	if err != nil {
 		return GetExecutionResponse{}, err
 	}
@@ -1124,11 +1148,11 @@ func (s *Session) GetExecution(ctx context.Context, operationID string, options 
 	return GetExecutionResponse{Execution: executionFromWire(w)}, nil
 }
 
-func (s *Session) requireExecutions(op string) error {
-	if s.client.features.Legacy {
-		return fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20241002Preview, s.client.version)
-	}
-	return nil
+// errNeedsExecutions is the refusal of op on the legacy api-versions (the
+// builders and the pollers' constructors of the executions contract return
+// it).
+func (c *Client) errNeedsExecutions(op string) error {
+	return fmt.Errorf("%w: %s needs api-version %s or later (client uses %s)", ErrUnsupported, op, APIVersion20241002Preview, c.version)
 }
 
 // BeginExecuteOptions contains the optional parameters of Session.BeginExecute.
@@ -1166,26 +1190,33 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	if err = s.requireExecutions(op); err != nil {
-		return nil, err
-	}
+	var poller *runtime.Poller[ExecuteResponse]
 	if options.ResumeToken != "" {
-		if err = s.validate(); err != nil {
-			return nil, err
-		}
-		var poller *runtime.Poller[ExecuteResponse]
-		poller, err = runtime.NewPollerFromResumeToken(options.ResumeToken, s.client.internal.Pipeline(), &runtime.NewPollerFromResumeTokenOptions[ExecuteResponse]{
-			Handler: &executionPoller{session: s},
-			Tracer:  s.client.internal.Tracer(),
-		})
+		poller, err = s.newPollerFromResumeToken(op, options.ResumeToken)
 		return poller, err
 	}
-	p, err := s.checkExecute(code, &options.ExecuteOptions)
+	req, p, err := s.executeCreateRequest(ctx, op, code, &options.ExecuteOptions, wire.ExecutionAsynchronous)
 	if err != nil {
 		return nil, err
 	}
-	poller, err := s.beginExecution(ctx, code, p, &options.ExecuteOptions, wire.ExecutionAsynchronous)
+	poller, err = s.beginExecution(ctx, req, p)
 	return poller, err
+}
+
+// newPollerFromResumeToken is BeginExecute (op) with a ResumeToken: it
+// sends nothing (the poller's Poll sends GET executions/{id}); it refuses,
+// before any I/O, the legacy api-versions and an invalid identifier.
+func (s *Session) newPollerFromResumeToken(op, token string) (*runtime.Poller[ExecuteResponse], error) {
+	if s.client.features.Legacy {
+		return nil, s.client.errNeedsExecutions(op)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return runtime.NewPollerFromResumeToken(token, s.client.internal.Pipeline(), &runtime.NewPollerFromResumeTokenOptions[ExecuteResponse]{
+		Handler: &executionPoller{session: s},
+		Tracer:  s.client.internal.Tracer(),
+	})
 }
 
 // ResumeExecutionOptions contains the optional parameters of Session.ResumeExecution.
@@ -1208,16 +1239,15 @@ func (s *Session) ResumeExecution(operationID string, options *ResumeExecutionOp
 	if options == nil {
 		options = &ResumeExecutionOptions{}
 	}
-	if err := s.requireExecutions("Session.ResumeExecution"); err != nil {
-		return nil, err
+	// No request is sent until the poller polls (newGetExecutionRequest):
+	// the checks of GET executions/{id} are made here, before any I/O.
+	if s.client.features.Legacy {
+		return nil, s.client.errNeedsExecutions("Session.ResumeExecution")
 	}
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	if err := checkOperationID(operationID); err != nil || operationID == "" {
-		if err == nil {
-			err = errors.New("azsessions: operation-id is empty")
-		}
+	if err := checkExecutionID(operationID); err != nil {
 		return nil, err
 	}
 	return s.newExecutionPoller(operationID, int(options.OutputStreamsMaxLength), 0, wire.ExecuteResponse{ID: operationID, Status: wire.StatusRunning})
@@ -1266,7 +1296,7 @@ func (p *executionPoller) Done() bool { return normalizeStatus(p.State.Status).T
 // Poll asks GET executions/{id} (idempotent: azcore's retries apply).
 func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 	s := p.session
-	req, err := s.getExecutionCreateRequest(ctx, p.OperationID)
+	req, err := s.newGetExecutionRequest(ctx, p.OperationID)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/azsessions/azsessions/internal/wire"
@@ -138,28 +139,11 @@ func (s *Session) ExecuteShell(ctx context.Context, cmd ShellExecution, options 
 	}
 	ctx, end := s.client.startOp(ctx, op)
 	defer func() { end(err) }()
-	if !s.client.features.ExecutionOptions {
-		err = fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
-		return ExecuteShellResponse{}, err
-	}
-	if err = s.validate(); err != nil {
-		return ExecuteShellResponse{}, err
-	}
-	body, err := shellBody(cmd)
+	req, p, err := s.shellCreateRequest(ctx, op, cmd, options)
 	if err != nil {
 		return ExecuteShellResponse{}, err
 	}
-	eo := ExecuteOptions{Timeout: options.Timeout, OutputStreamsMaxLength: options.OutputStreamsMaxLength, OperationID: options.OperationID}
-	p, err := s.checkExecuteOptions(&eo, DefaultShellTimeout, maxShellTimeout)
-	if err != nil {
-		return ExecuteShellResponse{}, err
-	}
-	body.TimeoutInSeconds = p.timeout
-	if eo.OutputStreamsMaxLength > 0 {
-		body.OutputStreamsMaxLength = &eo.OutputStreamsMaxLength
-	}
-	p.body = body
-	poller, err := s.beginExecution(ctx, "", p, &eo, wire.ExecutionSynchronous)
+	poller, err := s.beginExecution(ctx, req, p)
 	if err != nil {
 		return ExecuteShellResponse{}, err
 	}
@@ -169,6 +153,41 @@ func (s *Session) ExecuteShell(ctx context.Context, cmd ShellExecution, options 
 		return ExecuteShellResponse{}, err
 	}
 	return ExecuteShellResponse{ShellResult: shellResultFrom(resp.Execution)}, nil
+}
+
+// shellCreateRequest checks the arguments of ExecuteShell (op) before any
+// I/O and builds POST executions with the Shell body (shellBody). Only
+// 2025-10-02-preview has the Shell fields; its features include
+// OutputStreamsMaxLength and the executions contract, so there is no legacy
+// branch.
+func (s *Session) shellCreateRequest(ctx context.Context, op string, cmd ShellExecution, options *ExecuteShellOptions) (*policy.Request, executeParams, error) {
+	if !s.client.features.ExecutionOptions {
+		return nil, executeParams{}, fmt.Errorf("%w: %s needs api-version %s (client uses %s)", ErrUnsupported, op, APIVersion20251002Preview, s.client.version)
+	}
+	if err := s.validate(); err != nil {
+		return nil, executeParams{}, err
+	}
+	body, err := shellBody(cmd)
+	if err != nil {
+		return nil, executeParams{}, err
+	}
+	timeout, err := executeTimeout(options.Timeout, DefaultShellTimeout, maxShellTimeout)
+	if err != nil {
+		return nil, executeParams{}, err
+	}
+	if options.OutputStreamsMaxLength < 0 {
+		return nil, executeParams{}, errors.New("azsessions: OutputStreamsMaxLength is negative")
+	}
+	p := executeParams{timeout: timeout, outputMax: int(options.OutputStreamsMaxLength)}
+	if p.operationID, p.userID, err = newOperationID(options.OperationID); err != nil {
+		return nil, executeParams{}, err
+	}
+	body.TimeoutInSeconds = timeout
+	if options.OutputStreamsMaxLength > 0 {
+		maxLength := options.OutputStreamsMaxLength
+		body.OutputStreamsMaxLength = &maxLength
+	}
+	return s.newExecuteRequest(ctx, "executions", body, p)
 }
 
 // shellBody checks cmd and returns its request body (without the timeout).
