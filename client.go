@@ -696,46 +696,78 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 	return req.Next()
 }
 
-// Where each REST operation lives. Most methods are the same five steps
-// (startOp: API name and span; xCreateRequest: checks, route, query, body;
-// the pipeline and the status check (do); xHandleResponse: decoding). Not
-// every operation has both helpers: DELETE session, DELETE files/{name} and
-// the download have no xHandleResponse (the status is the answer, or the
-// body is streamed to the caller), Session.Do returns the container's
-// response as it is, and the pagers' Fetchers build their requests inline
-// (NewListContainerSessionsPager has no named builder). The branch between
-// the legacy and the executions contract (features.Legacy) is in those
-// helpers and in the per-operation checks: fileRoute (GetFile, DownloadFile,
-// DeleteFile), listFilesCheck, checkExecuteOptions and requireExecutions;
-// the checks of features added later (requireSessionManagement, Stop's
-// stopCreateRequest, ExecuteShell's ExecutionOptions check, the options
-// checked by checkExecuteOptions and listFilesCheck) refuse an operation or
-// option the version lacks before any I/O.
+// Where each REST operation lives. Most methods are the same four steps:
+// startOp (API name and span), xCreateRequest, the pipeline and the status
+// check (Client.do; an execution: beginExecution), xHandleResponse. The
+// builder, xCreateRequest, makes every check before any I/O: the identifier
+// (Session.validate), the arguments, and what the client's api-version
+// supports (features; requireSessionManagement, errNeedsExecutions and
+// errSubdirectories only word the refusal). The branch between the legacy
+// and the executions contract (features.Legacy) is in the builder for the
+// request and in the handler for the decoding, nowhere else but in the
+// refusal of the two poller constructors below. The plain helpers builders
+// call check no feature: splitFileName and relativeDir (file names),
+// pathEscape, newMultipartBody (the upload's body), shellBody (the Shell
+// command), executeTimeout, newOperationID and checkExecutionID
+// (operation-ids), newExecuteRequest (the POST of an execution, code or
+// Shell) and newRequest. DELETE
+// session, DELETE files/{name} and the download have no handler (the status
+// is the answer, or the body is streamed to the caller), nor has Session.Do
+// (the container's response is returned as it is). A pager's Fetcher calls
+// the first page's builder through runtime.FetcherForNextLink, so a check
+// fails the first NextPage before any I/O; later pages follow nextLink
+// (nextPageOptions), and listFilesHandleResponse derives the listed
+// directory from the options again (listFilesCreateRequest checked them).
 //
-//	POST executions, POST code/execute   execute.go   executeCreateRequest, executeHandleResponse
-//	POST executions (Shell pools)        shell.go     ExecuteShell: shellBody, checkExecuteOptions, then beginExecution (executeParams.body)
-//	GET executions/{id}                   execute.go   getExecutionCreateRequest, getExecutionHandleResponse
-//	POST files, POST files/upload         files.go     uploadFileCreateRequest, uploadFileHandleResponse
-//	GET files                             files.go     listFilesCheck, listFilesCreateRequest, listFilesHandleResponse
-//	GET files/{name}                      files.go     getFileCreateRequest, getFileHandleResponse
+//	POST executions, POST code/execute  execute.go    Execute, BeginExecute: executeCreateRequest (newExecuteRequest),
+//	                                                  beginExecution, executeHandleResponse
+//	POST executions (Shell pools)       shell.go      ExecuteShell: shellCreateRequest (shellBody, newExecuteRequest);
+//	                                    execute.go    beginExecution, executeHandleResponse
+//	GET executions/{id}                 execute.go    GetExecution: getExecutionCreateRequest (newGetExecutionRequest),
+//	                                                  getExecutionHandleResponse; an execution's own look-up and
+//	                                                  polls (lookupExecution, executionPoller.Poll):
+//	                                                  newGetExecutionRequest, getExecutionHandleResponse
+//	POST files, POST files/upload       files.go      uploadFileCreateRequest, uploadFileHandleResponse
+//	GET files                           files.go      NewListFilesPager: listFilesCreateRequest, listFilesHandleResponse
+//	GET files/{name}                    files.go      getFileCreateRequest, getFileHandleResponse
 //	GET files/{name}/content (legacy
-//	    files/content/{name})             files.go     downloadFileCreateRequest (no handler: the body is the caller's)
-//	DELETE files/{name}                   files.go     deleteFileCreateRequest (no handler)
-//	GET session, DELETE session           session.go   getCreateRequest, getHandleResponse, deleteCreateRequest (no handler)
-//	POST .management/stopSession          session.go   stopCreateRequest, stopHandleResponse
+//	    files/content/{name})           files.go      downloadFileCreateRequest (no handler)
+//	DELETE files/{name}                 files.go      deleteFileCreateRequest (no handler)
+//	GET session                         session.go    getCreateRequest, getHandleResponse
+//	DELETE session                      session.go    deleteCreateRequest (no handler)
+//	POST .management/stopSession        session.go    stopCreateRequest, stopHandleResponse
 //	any method, any path (custom
-//	    containers' pass-through)         container.go Session.Do: doCreateRequest (no handler)
-//	POST .management/getSession           container.go getContainerSessionCreateRequest; session.go getHandleResponse
-//	POST .management/listSessions         container.go NewListContainerSessionsPager (request built in its Fetcher);
-//	                                      session.go   listSessionsHandleResponse
-//	GET listSessions                      session.go   listSessionsCreateRequest, listSessionsHandleResponse
-//	GET metadata                          session.go   getMetadataCreateRequest, getMetadataHandleResponse
+//	    containers' pass-through)       container.go  Session.Do: doCreateRequest (no handler)
+//	POST .management/getSession         container.go  getContainerSessionCreateRequest; session.go getHandleResponse
+//	POST .management/listSessions       container.go  NewListContainerSessionsPager: listContainerSessionsCreateRequest;
+//	                                    session.go    listSessionsHandleResponse
+//	GET listSessions                    session.go    NewListSessionsPager: listSessionsCreateRequest,
+//	                                                  listSessionsHandleResponse
+//	GET metadata                        session.go    getMetadataCreateRequest, getMetadataHandleResponse
 //
-// An execution passes through Session.Execute (or BeginExecute),
-// checkExecute, beginExecution, executeCreateRequest, the pipeline,
-// executeHandleResponse (lookupExecution after a lost answer) and, while it
-// runs, executionPoller.Poll. The pipeline newClient builds is, in order:
-// azcore's includeResponsePolicy and telemetry policy, the caller's
+// Two constructors of an execution poller send nothing, so they have no
+// builder, and make the checks of GET executions/{id} themselves before
+// returning (the poller's Poll sends newGetExecutionRequest unchecked):
+// ResumeExecution (legacy api-versions, identifier, operation-id) and
+// newPollerFromResumeToken (BeginExecute with a ResumeToken: legacy
+// api-versions, identifier; the token's operation-id is sent as it is).
+//
+// An execution of code passes through Session.Execute (or BeginExecute),
+// startOp, executeCreateRequest (every check; the legacy or executions
+// body; newExecuteRequest: the retry options with sendTracker.shouldRetry,
+// the sendTracker, the operation-id header), then beginExecution: for a
+// caller-chosen operation-id operationIDs.claim and lookupExecution
+// (newGetExecutionRequest, getExecutionHandleResponse) before anything is
+// sent, then the pipeline, then executeHandleResponse (lookupExecution
+// again after a lost answer; outcomeUnknown), then newExecutionPoller, and
+// while it runs executionPoller.Poll (newGetExecutionRequest,
+// getExecutionHandleResponse) until executionPoller.Result; Execute turns a
+// failed PollUntilDone into outcomeUnknown. A Shell execution is the same
+// with Session.ExecuteShell and shellCreateRequest (shellBody) in place of
+// Execute and executeCreateRequest, and shellResultFrom last.
+//
+// The pipeline newClient builds is, in order: azcore's
+// includeResponsePolicy and telemetry policy, the caller's
 // ClientOptions.PerCallPolicies, azcore's retry policy (for an execution
 // with sendTracker.shouldRetry), then on every try redactErrorsPolicy,
 // retryUnauthorizedPolicy and the bearer policy (with a credential),
