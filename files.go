@@ -460,9 +460,8 @@ type ListFilesResponse struct {
 // (ErrInvalidIdentifier) are reported by the first NextPage before any I/O.
 func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[ListFilesResponse] {
 	const op = "Session.NewListFilesPager"
-	opts := ListFilesOptions{}
-	if options != nil {
-		opts = *options // the pages of one listing share its options
+	if options == nil {
+		options = &ListFilesOptions{}
 	}
 	guard := &linkGuard{}
 	return runtime.NewPager(runtime.PagingHandler[ListFilesResponse]{
@@ -477,12 +476,12 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 				return ListFilesResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, s.client.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				return s.listFilesCreateRequest(ctx, &opts)
+				return s.listFilesCreateRequest(ctx, options)
 			}, s.client.nextPageOptions(s.identifier))
 			if err != nil {
 				return ListFilesResponse{}, wrapAuthError(err)
 			}
-			return s.listFilesHandleResponse(resp, &opts)
+			return s.listFilesHandleResponse(resp, options)
 		},
 		Tracer: s.client.internal.Tracer(),
 	})
