@@ -63,9 +63,7 @@ func TestCustomContainerSandbox(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "server.py"), []byte(sandboxServer), 0o644))
 			newPool := func(command string) *emulator.Server {
-				exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: mode, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-				require.NoError(t, err)
-				srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, PoolType: emulator.PoolTypeCustomContainer,
+				srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: sharedExecutor(t, mode, ""), PoolType: emulator.PoolTypeCustomContainer,
 					ContainerCommand: command, TargetPort: 8080, ContainerDir: dir, ContainerStartTimeout: 2 * time.Minute, // a loaded machine starts python slowly; the timeout itself is TestContainer's
 					RequireToken: true, Token: "tok"})
 				require.NoError(t, err)

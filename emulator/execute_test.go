@@ -125,6 +125,7 @@ func TestExecutePropertiesWrapper(t *testing.T) {
 }
 
 func TestExecuteTimeout(t *testing.T) {
+	t.Parallel() // it mostly waits on real time
 	tests := []struct {
 		name    string
 		max     time.Duration

@@ -266,6 +266,7 @@ func TestOutputStreamsMaxLengthBounded(t *testing.T) {
 // execution) body gets an answer after BodyReadTimeout instead of holding the
 // session (and its handler) forever.
 func TestStalledBodyReleasesSession(t *testing.T) {
+	t.Parallel() // it mostly waits on real time
 	e := newEnv(t, emulator.Options{BodyReadTimeout: 300 * time.Millisecond, MinBodyRate: 100})
 	v := wire.V20251002Preview
 	for _, route := range []string{"files", "executions"} {

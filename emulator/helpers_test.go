@@ -29,12 +29,25 @@ import (
 )
 
 // TestMain runs 4 tests at once unless -parallel is given: the parallel
-// ones are those with a real sandbox, which mostly wait for it,
+// ones are those with a real sandbox, which mostly wait for it, those
+// that wait on real time (timeouts of bodies and executions),
 // TestExecutionRecordsBoundedByBytes (tens of MiB of results over HTTP) and
-// TestTrimRecords (CPU only).
+// TestTrimRecords (CPU only). It closes the shared sandbox executors
+// (sharedExecutor) before looking for leaked goroutines.
 func TestMain(m *testing.M) {
 	testenv.RaiseParallel(4)
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if err := closeSharedExecutors(); err != nil {
+		fmt.Fprintln(os.Stderr, "closing the shared sandbox executors:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 var (

@@ -159,6 +159,7 @@ func TestExecutionBodyBudget(t *testing.T) {
 // MinBodyRate on average, instead of holding its connection, handler and
 // session for ever.
 func TestTrickledBodyFails(t *testing.T) {
+	t.Parallel() // it mostly waits on real time
 	e := newEnv(t, emulator.Options{BodyReadTimeout: 300 * time.Millisecond, MinBodyRate: 100})
 	for _, route := range []string{"files", "executions"} {
 		t.Run(route, func(t *testing.T) {

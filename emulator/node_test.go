@@ -33,8 +33,8 @@ func needNode(t *testing.T) {
 	t.Skipf("skipping: Node.js (node) is missing (set %s=1 to fail instead)", testenv.RequireSandboxEnv)
 }
 
-// newNodeExecutor is a sandbox executor running Node.js in mode (one ready
-// kernel); the handler that gets it closes it.
+// newNodeExecutor is the package's shared sandbox executor running Node.js
+// in mode (sharedExecutor).
 func newNodeExecutor(t *testing.T, mode string) emulator.Executor {
 	t.Helper()
 	if mode == emulator.SandboxGvisor {
@@ -43,9 +43,7 @@ func newNodeExecutor(t *testing.T, mode string) emulator.Executor {
 		testenv.NeedSandbox(t)
 	}
 	needNode(t)
-	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: mode, Runtime: emulator.SandboxRuntimeNode, DataDir: testenv.DataDir(t), Ready: 1})
-	require.NoError(t, err)
-	return ex
+	return sharedExecutor(t, mode, emulator.SandboxRuntimeNode)
 }
 
 // TestNodeLTSTutorialExample replays Learn's JavaScript tutorial (a legacy

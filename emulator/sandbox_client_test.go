@@ -25,8 +25,7 @@ import (
 func TestSDKAgainstSandboxedEmulator(t *testing.T) {
 	t.Parallel()
 	testenv.NeedSandbox(t, "IPython")
-	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-	require.NoError(t, err)
+	exec := sharedExecutor(t, emulator.SandboxBwrap, "")
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec, Now: clock.Now, Cooldown: 5 * time.Minute})
 	require.NoError(t, err)
@@ -128,8 +127,7 @@ func TestSDKAgainstSandboxedEmulator(t *testing.T) {
 func TestSDKAgainstGvisorEmulator(t *testing.T) {
 	t.Parallel()
 	testenv.NeedGvisor(t, "IPython")
-	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: emulator.SandboxGvisor, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-	require.NoError(t, err)
+	exec := sharedExecutor(t, emulator.SandboxGvisor, "")
 	require.Equal(t, "gvisor", exec.Info().Sandbox)
 	srv, err := emulator.Start("127.0.0.1:0", emulator.Options{Executor: exec})
 	require.NoError(t, err)

@@ -23,9 +23,7 @@ import (
 func newShellHandler(t *testing.T) *emulator.Handler {
 	t.Helper()
 	testenv.NeedSandbox(t)
-	exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-	require.NoError(t, err)
-	h, err := emulator.NewHandler(emulator.Options{Executor: exec, PoolType: emulator.PoolTypeShell, PoolName: "testSessionPool"})
+	h, err := emulator.NewHandler(emulator.Options{Executor: sharedExecutor(t, emulator.SandboxBwrap, ""), PoolType: emulator.PoolTypeShell, PoolName: "testSessionPool"})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.Close()) })
 	return h
@@ -106,9 +104,7 @@ func TestExecuteShellAgainstEmulator(t *testing.T) {
 			} else {
 				testenv.NeedSandbox(t)
 			}
-			exec, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Mode: mode, DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-			require.NoError(t, err)
-			testExecuteShellAgainstEmulator(t, exec)
+			testExecuteShellAgainstEmulator(t, sharedExecutor(t, mode, ""))
 		})
 	}
 }

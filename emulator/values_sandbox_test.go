@@ -16,13 +16,12 @@ import (
 	"github.com/azsessions/azsessions/internal/testenv"
 )
 
-// newPythonEnv is an env whose executions run real Python in bubblewrap.
+// newPythonEnv is an env whose executions run real Python in bubblewrap
+// (the package's shared executor).
 func newPythonEnv(t *testing.T) *env {
 	t.Helper()
 	testenv.NeedSandbox(t, "IPython")
-	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{DataDir: testenv.DataDir(t), Ready: 1, Preload: []string{}})
-	require.NoError(t, err)
-	return newEnv(t, emulator.Options{Executor: ex})
+	return newEnv(t, emulator.Options{Executor: sharedExecutor(t, emulator.SandboxBwrap, "")})
 }
 
 // TestSpecResultExamplesWithRealPython sends the request of every spec
@@ -102,12 +101,14 @@ func TestPrettyValuesOverHTTP(t *testing.T) {
 // TestTimeoutOverHTTP: a timed-out execution is Failed with the error code
 // Timeout (the emulator's guess, see the package docs), its stderr shows the
 // cell's frames and no emulator internals, and the session keeps its state.
+// The cell sleeps rather than spins (a CPU-second for nothing): the timeout
+// of a busy loop is internal/sandbox's (TestTimeout and others).
 func TestTimeoutOverHTTP(t *testing.T) {
 	t.Parallel()
 	e := newPythonEnv(t)
 	const v = "2025-10-02-preview"
 	e.exec(v, "timeouts", "kept = 1", nil)
-	r := e.postJSON("executions", qv(v, "timeouts"), execBody("def spin():\n    while True:\n        pass\nspin()", "timeoutInSeconds", 1), nil)
+	r := e.postJSON("executions", qv(v, "timeouts"), execBody("import time\ndef spin():\n    while True:\n        time.sleep(60)\nspin()", "timeoutInSeconds", 1), nil)
 	require.Equal(t, 200, r.status, "body: %s", r.body)
 	m := r.json(t)
 	require.Equal(t, "Failed", m["status"])
