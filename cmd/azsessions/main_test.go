@@ -23,23 +23,48 @@ import (
 	"github.com/azsessions/azsessions/internal/testenv"
 )
 
-// binary is the azsessions command built once by TestMain.
+// binary is the azsessions command. Without -race it is this test binary,
+// which runs main instead of the tests when runAsCLI is set (runCLI sets
+// it): the same main package, without a go build (a link, ~1 CPU-second).
+// A race-built one would cost more than that build in every run (the
+// race runtime, its 1 s sleep at exit unless GORACE says otherwise), so
+// with -race TestMain builds the command without it, once.
 var binary string
 
+// runAsCLI is the environment variable that makes the test binary the
+// command.
+const runAsCLI = "AZSESSIONS_TEST_RUN_AS_CLI"
+
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "azsessions-cli-")
-	if err != nil {
-		panic(err)
+	if os.Getenv(runAsCLI) == "1" {
+		os.Unsetenv(runAsCLI) // the command's environment is the caller's
+		main()
+		return // main exits
 	}
-	binary = filepath.Join(dir, "azsessions")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the command:", err)
-		os.Exit(1)
+	dir := ""
+	if raceBuild {
+		var err error
+		if dir, err = os.MkdirTemp("", "azsessions-cli-"); err != nil {
+			panic(err)
+		}
+		binary = filepath.Join(dir, "azsessions")
+		build := exec.Command("go", "build", "-o", binary, ".")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building the command:", err)
+			os.Exit(1)
+		}
+	} else {
+		var err error
+		if binary, err = os.Executable(); err != nil {
+			fmt.Fprintln(os.Stderr, "the test binary:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -74,13 +99,20 @@ type result struct {
 	code           int
 }
 
-// runCLI runs the built command with env (and nothing else of the test's
+// runCLI runs the command (binary) with env (and nothing else of the test's
 // environment but PATH and HOME) and stdin.
 func runCLI(t *testing.T, dir string, env []string, stdin string, args ...string) result {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	if !raceBuild {
+		cmd.Env = append(cmd.Env, runAsCLI+"=1")
+	}
+	if !raceBuild && testing.CoverMode() != "" {
+		// else a -cover binary warns on stderr that it emits no coverage data
+		cmd.Env = append(cmd.Env, "GOCOVERDIR="+t.TempDir())
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -327,6 +359,7 @@ func TestFiles(t *testing.T) {
 // TestEmulator runs the command with the embedded sandboxed emulator: real
 // Python, an image result, and a shell whose state persists.
 func TestEmulator(t *testing.T) {
+	t.Parallel() // it mostly waits for the embedded emulator's sandboxes
 	testenv.NeedSandbox(t, "matplotlib")
 	dir := t.TempDir()
 	r := runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "--save-images", "out",

@@ -154,6 +154,7 @@ func TestShellExecutionForms(t *testing.T) {
 // TestShEmulator runs sh with the embedded emulator as a Shell pool: real
 // bash in the sandbox, exit codes, stdin and argv without a shell.
 func TestShEmulator(t *testing.T) {
+	t.Parallel() // it mostly waits for the embedded emulator's sandboxes
 	testenv.NeedSandbox(t)
 	dir := t.TempDir()
 	for _, tt := range []struct {
@@ -168,6 +169,7 @@ func TestShEmulator(t *testing.T) {
 		{name: "argv without a shell", args: []string{"sh", "--", "printf", "%s|", "$HOME", "a b", "*"}, stdout: "$HOME|a b|*|"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			args := append([]string{"--emulator", "--python", testenv.Python}, tt.args...)
 			r := runCLI(t, dir, nil, tt.stdin, args...)
 			require.Equal(t, tt.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)

@@ -1,0 +1,6 @@
+//go:build race
+
+package main
+
+// raceBuild: the test binary is race-built (see TestMain).
+const raceBuild = true
