@@ -540,6 +540,7 @@ func TestExecuteAmbiguousLookup(t *testing.T) {
 // TestExecuteContextCancelled: a deadline during an execution gives an
 // error that matches both ErrExecutionOutcomeUnknown and the ctx error.
 func TestExecuteContextCancelled(t *testing.T) {
+	t.Parallel() // it waits for its context's deadline
 	for _, version := range []string{APIVersion20240202Preview, APIVersion20251002Preview} {
 		t.Run(version, func(t *testing.T) {
 			p := setup(t, version)

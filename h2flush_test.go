@@ -76,6 +76,7 @@ func (g *endStreamGate) Write(p []byte) (int, error) {
 // the plain error that says the code did not run; after a per-try timeout,
 // no second POST.
 func TestExecuteH2LastFrameFlushedAfterTry(t *testing.T) {
+	t.Parallel() // its per-try timeouts wait on real time
 	for _, tc := range []struct {
 		name       string
 		tryTimeout time.Duration
@@ -130,6 +131,11 @@ func TestExecuteH2LastFrameFlushedAfterTry(t *testing.T) {
 			co.Transport = &http.Client{Transport: tr}
 			co.Retry.TryTimeout = tc.tryTimeout
 			co.Retry.RetryDelay = time.Millisecond
+			// One retry is enough for a second POST to show (it would open
+			// the gate: the code would run twice). The lookups after the
+			// per-try timeout time out too (the gate holds the connection):
+			// the default three retries of each only added 300 ms waits.
+			co.Retry.MaxRetries = 1
 			// a second try opens the gate: the first try's last frame and
 			// then the second try's request reach the server
 			tries := 0

@@ -114,6 +114,7 @@ func (h *hugeReader) Seek(offset int64, whence int) (int64, error) {
 }
 
 func TestUploadTooLargeBeforeIO(t *testing.T) {
+	t.Parallel() // the fake server's close of a connection with an unread body waits (net/http's RST avoidance)
 	for _, version := range allVersions {
 		p := setup(t, version)
 		_, err := p.client.Session(testIdentifier).UploadFile(context.Background(), "x.bin", &hugeReader{}, nil)
@@ -154,6 +155,7 @@ func TestUploadArgumentsBeforeIO(t *testing.T) {
 // compares the hash of what it received with the source. Run under -race;
 // a shared body read by two tries at once shows up as a race or a bad hash.
 func TestUploadRetryRace(t *testing.T) {
+	t.Parallel() // its fake reads the first try's body slowly
 	const size = 8 << 20
 	want := sha256Of(t, size)
 	for i := range 6 {
@@ -236,6 +238,7 @@ func TestMultipartBodyViews(t *testing.T) {
 // TestUploadSourceShrinks: a source that yields fewer bytes than its size
 // said is an error, not a short upload.
 func TestUploadSourceShrinks(t *testing.T) {
+	t.Parallel() // the fake server's close of a connection with an unread body waits (net/http's RST avoidance)
 	p := setup(t, APIVersion20251002Preview, withOptions(func(o *ClientOptions) { o.Retry.MaxRetries = -1 }))
 	p.handle("POST /files", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
