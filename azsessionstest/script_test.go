@@ -77,7 +77,8 @@ func sandboxExecutor(t *testing.T) emulator.Executor {
 	if err := exec.Command("/usr/bin/python3", "-c", "import sys").Run(); err != nil {
 		missing("/usr/bin/python3 is missing")
 	}
-	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Python: "/usr/bin/python3"})
+	// No modules imported in the background: the cells need none.
+	ex, err := emulator.NewSandboxExecutor(emulator.SandboxOptions{Python: "/usr/bin/python3", Preload: []string{}})
 	if errors.Is(err, emulator.ErrNoBubblewrap) {
 		missing("bubblewrap cannot create a sandbox here")
 	}

@@ -268,38 +268,46 @@ func TestCanned(t *testing.T) {
 
 // TestSandboxExecutorSemantics: what the fake's former tiny Python subset
 // was tested for, now with real Python (the sandbox executor), which is
-// what tests that need Python semantics use.
+// what tests that need Python semantics use. Its two servers share one
+// executor, and the timeout case waits while the others run.
 func TestSandboxExecutorSemantics(t *testing.T) {
-	s := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: sandboxExecutor(t)}})
-	tests := []struct {
-		code, status, stdout, result, stderr string
-	}{
-		{"6 * 7", "Succeeded", "", "42", ""},
-		{"print('hello', 1 + 2.5)", "Succeeded", "hello 3.5\n", `""`, ""},
-		{"import math\n# comment\na = 2 ** 10\na // 3", "Succeeded", "", "341", ""},
-		{"'a' + \"b\"", "Succeeded", "", `"ab"`, ""},
-		{"None", "Succeeded", "", `""`, ""}, // None is "" (spec example CodeExecution_Execute_Result_None.json)
-		{"7 / 2", "Succeeded", "", "3.5", ""},
-		{"-7 // 2", "Succeeded", "", "-4", ""},
-		{"print(1)\nraise ValueError('bad')", "Failed", "1\n", `""`, "ValueError: bad"},
-		{"1 / 0", "Failed", "", `""`, "ZeroDivisionError"},
-		{"undefined_name", "Failed", "", `""`, "NameError: name 'undefined_name' is not defined"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.code, func(t *testing.T) {
-			resp, body, err := post(t, s, "sess-python", tt.code, "")
-			require.NoError(t, err)
-			require.Equal(t, 200, resp.StatusCode)
-			var m wire.ExecuteResponse
-			require.NoError(t, json.Unmarshal(body, &m))
-			require.Equal(t, tt.status, m.Status, "%s", body)
-			require.Equal(t, tt.stdout, m.Result.Stdout)
-			require.JSONEq(t, tt.result, string(m.Result.ExecutionResult))
-			require.Contains(t, m.Result.Stderr, tt.stderr)
-		})
-	}
+	t.Parallel() // it mostly waits: for sandboxes, and for a timeout
+	ex := sandboxExecutor(t)
+	t.Cleanup(func() { require.NoError(t, ex.Close()) }) // after the servers' (last in, first out)
+	t.Run("cells", func(t *testing.T) {
+		t.Parallel()
+		s := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: unclosedExecutor{ex}}})
+		tests := []struct {
+			code, status, stdout, result, stderr string
+		}{
+			{"6 * 7", "Succeeded", "", "42", ""},
+			{"print('hello', 1 + 2.5)", "Succeeded", "hello 3.5\n", `""`, ""},
+			{"import math\n# comment\na = 2 ** 10\na // 3", "Succeeded", "", "341", ""},
+			{"'a' + \"b\"", "Succeeded", "", `"ab"`, ""},
+			{"None", "Succeeded", "", `""`, ""}, // None is "" (spec example CodeExecution_Execute_Result_None.json)
+			{"7 / 2", "Succeeded", "", "3.5", ""},
+			{"-7 // 2", "Succeeded", "", "-4", ""},
+			{"print(1)\nraise ValueError('bad')", "Failed", "1\n", `""`, "ValueError: bad"},
+			{"1 / 0", "Failed", "", `""`, "ZeroDivisionError"},
+			{"undefined_name", "Failed", "", `""`, "NameError: name 'undefined_name' is not defined"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.code, func(t *testing.T) {
+				resp, body, err := post(t, s, "sess-python", tt.code, "")
+				require.NoError(t, err)
+				require.Equal(t, 200, resp.StatusCode)
+				var m wire.ExecuteResponse
+				require.NoError(t, json.Unmarshal(body, &m))
+				require.Equal(t, tt.status, m.Status, "%s", body)
+				require.Equal(t, tt.stdout, m.Result.Stdout)
+				require.JSONEq(t, tt.result, string(m.Result.ExecutionResult))
+				require.Contains(t, m.Result.Stderr, tt.stderr)
+			})
+		}
+	})
 	t.Run("sleep honours the timeout", func(t *testing.T) {
-		s := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: sandboxExecutor(t), MaxExecutionTime: time.Second}})
+		t.Parallel()
+		s := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: unclosedExecutor{ex}, MaxExecutionTime: time.Second}})
 		start := time.Now()
 		_, body, err := post(t, s, "sess-sleep", "import time\ntime.sleep(30)", "")
 		require.NoError(t, err)
@@ -307,6 +315,12 @@ func TestSandboxExecutorSemantics(t *testing.T) {
 		require.Contains(t, string(body), `"status":"Failed"`)
 	})
 }
+
+// unclosedExecutor is an executor shared by several servers: their Close
+// leaves it running.
+type unclosedExecutor struct{ emulator.Executor }
+
+func (unclosedExecutor) Close() error { return nil }
 
 func TestNewServerErrors(t *testing.T) {
 	_, err := azsessionstest.NewServer(&azsessionstest.Options{APIVersion: "2020-01-01"})
