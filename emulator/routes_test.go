@@ -6,7 +6,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -199,9 +201,13 @@ func TestNewHandlerErrors(t *testing.T) {
 
 func TestCloseRemovesData(t *testing.T) {
 	s := newScript()
+	var mu sync.Mutex
 	var dirs []string
+	ran := func() int { mu.Lock(); defer mu.Unlock(); return len(dirs) }
 	ex := emulator.ScriptedExecutor(func(ctx context.Context, code string) emulator.ExecutionResult {
+		mu.Lock()
 		dirs = append(dirs, emulator.DataDirFromContext(ctx))
+		mu.Unlock()
 		return s.run(ctx, code)
 	})
 	h, err := emulator.NewHandler(emulator.Options{Executor: ex})
@@ -213,6 +219,8 @@ func TestCloseRemovesData(t *testing.T) {
 	// An async execution still running when Close comes is canceled.
 	r := e.postJSON("executions", qv(wire.V20251002Preview, "sess-close2"), map[string]any{"executionType": "Asynchronous", "code": "wait:forever", "timeoutInSeconds": 60}, nil)
 	require.Equal(t, http.StatusOK, r.status)
+	// The answer comes before the execution starts: wait until it runs.
+	require.Eventually(t, func() bool { return ran() == 3 }, time.Minute, time.Millisecond)
 	e.srv.Close()
 	require.NoError(t, h.Close())
 	require.NoError(t, h.Close())
