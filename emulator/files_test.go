@@ -206,6 +206,7 @@ func TestFilesPathSafety(t *testing.T) {
 }
 
 func TestUploadTooLarge(t *testing.T) {
+	t.Parallel() // net/http's close of a connection with an unread body waits (RST avoidance)
 	e := newEnv(t, emulator.Options{MaxUploadBytes: 1000})
 	for _, v := range []string{wire.V20240202Preview, wire.V20251002Preview} {
 		t.Run(v, func(t *testing.T) {
