@@ -1,9 +1,16 @@
 package azsessions
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -175,7 +182,9 @@ func setup(t testing.TB, version string, opts ...setupOpt) *fakePool {
 		p.Endpoint = "http://fake.invalid" + poolPath
 		co.Transport = inProcessTransport(root)
 	case cfg.cred:
-		p.srv = httptest.NewTLSServer(root)
+		p.srv = httptest.NewUnstartedServer(root)
+		p.srv.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+		p.srv.StartTLS() // srv.Client() trusts testCert
 	default:
 		p.srv = httptest.NewServer(root)
 	}
@@ -198,6 +207,31 @@ func setup(t testing.TB, version string, opts ...setupOpt) *fakePool {
 	require.NoError(t, err)
 	return p
 }
+
+// testCert is the fake pools' TLS certificate: ECDSA P-256 for 127.0.0.1,
+// made once. httptest's own is RSA-2048, whose signature in every TLS
+// handshake cost a tenth of the package's CPU.
+var testCert = sync.OnceValue(func() tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+})
 
 // handle registers a handler for a route relative to the endpoint.
 func (p *fakePool) handle(pattern string, h http.HandlerFunc) { p.mux.HandleFunc(pattern, h) }
