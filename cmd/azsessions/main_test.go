@@ -361,35 +361,46 @@ func TestFiles(t *testing.T) {
 func TestEmulator(t *testing.T) {
 	t.Parallel() // it mostly waits for the embedded emulator's sandboxes
 	testenv.NeedSandbox(t, "matplotlib")
-	dir := t.TempDir()
-	r := runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "--save-images", "out",
-		"import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nprint('plotted')\nplt.gcf()")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "plotted\n", r.stdout)
-	png, err := os.ReadFile(filepath.Join(dir, "out", "image-1.png"))
-	require.NoError(t, err)
-	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
-
-	r = runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "metadata")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "runtime\tpython 3.")
-	require.Contains(t, r.stdout, "package\tmatplotlib ")
-	require.Contains(t, r.stderr, "--emulator lasts for this command only", "a verb whose state ends with the command says so")
-
-	r = runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
-	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "ZeroDivisionError")
-
-	script := "x = 6 * 7\nfor i in range(2):\n    print('loop', i)\n\n" +
-		"open('/mnt/data/out.txt', 'w').write(str(x))\n" +
-		"%ls\n%download out.txt\n%exec 'x + 1'\n1/0\nprint('still here')\n"
-	r = runCLI(t, dir, nil, script, "--emulator", "--python", testenv.Python, "shell")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "loop 0\nloop 1\n2\n           2  ", r.stdout[:len("loop 0\nloop 1\n2\n           2  ")])
-	require.Contains(t, r.stdout, "/mnt/data/out.txt\n")
-	require.Contains(t, r.stdout, "out.txt\t2 bytes\n43\nstill here\n")
-	require.Contains(t, r.stderr, "ZeroDivisionError")
-	got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
-	require.NoError(t, err)
-	require.Equal(t, "42", string(got))
+	// Each run starts an emulator of its own: they run at once.
+	t.Run("exec with an image", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		r := runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "--save-images", "out",
+			"import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nprint('plotted')\nplt.gcf()")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Equal(t, "plotted\n", r.stdout)
+		png, err := os.ReadFile(filepath.Join(dir, "out", "image-1.png"))
+		require.NoError(t, err)
+		require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+	})
+	t.Run("metadata", func(t *testing.T) {
+		t.Parallel()
+		r := runCLI(t, t.TempDir(), nil, "", "--emulator", "--python", testenv.Python, "metadata")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, "runtime\tpython 3.")
+		require.Contains(t, r.stdout, "package\tmatplotlib ")
+		require.Contains(t, r.stderr, "--emulator lasts for this command only", "a verb whose state ends with the command says so")
+	})
+	t.Run("exec fails", func(t *testing.T) {
+		t.Parallel()
+		r := runCLI(t, t.TempDir(), nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "ZeroDivisionError")
+	})
+	t.Run("shell", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		script := "x = 6 * 7\nfor i in range(2):\n    print('loop', i)\n\n" +
+			"open('/mnt/data/out.txt', 'w').write(str(x))\n" +
+			"%ls\n%download out.txt\n%exec 'x + 1'\n1/0\nprint('still here')\n"
+		r := runCLI(t, dir, nil, script, "--emulator", "--python", testenv.Python, "shell")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Equal(t, "loop 0\nloop 1\n2\n           2  ", r.stdout[:len("loop 0\nloop 1\n2\n           2  ")])
+		require.Contains(t, r.stdout, "/mnt/data/out.txt\n")
+		require.Contains(t, r.stdout, "out.txt\t2 bytes\n43\nstill here\n")
+		require.Contains(t, r.stderr, "ZeroDivisionError")
+		got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "42", string(got))
+	})
 }
