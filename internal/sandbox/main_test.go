@@ -155,15 +155,14 @@ func forEachBackendAlone(t *testing.T, f func(t *testing.T, opts Options)) {
 	}
 }
 
-// requireGvisor skips the test when runsc, root or the system Python is
-// missing, or fails it instead when AZSESSIONS_REQUIRE_SANDBOX=1.
+// requireGvisor skips the test in the quick loop (testenv.SkipGvisorInQuickLoop)
+// and when runsc, root or the system Python is missing, or fails it then when
+// AZSESSIONS_REQUIRE_SANDBOX=1.
 func requireGvisor(t testing.TB) {
 	t.Helper()
-	if testing.Short() {
-		// go test -short: the quick loop runs the bwrap side only; the
-		// gVisor runs (about half of this package's time) are make test's.
-		t.Skip("-short: the gVisor backend is tested by the full suite (make test)")
-	}
+	// go test ./... is the quick loop: the gVisor runs (two thirds of this
+	// package's CPU) are make test's (AZSESSIONS_REQUIRE_SANDBOX=1).
+	testenv.SkipGvisorInQuickLoop(t)
 	requireSandbox(t, false)
 	if _, err := exec.LookPath("runsc"); err != nil {
 		if os.Getenv("AZSESSIONS_REQUIRE_SANDBOX") == "1" {
