@@ -180,7 +180,10 @@ func TestTimeoutStderrShowsNoDriver(t *testing.T) {
 			if k.Runner() != runner {
 				requireOrSkip(t, "IPython in the sandbox's Python")
 			}
-			res := runT(t, k, "def spin():\n    while True:\n        pass\nprint('start')\nspin()", time.Second)
+			// spin sleeps rather than burns a core: the interrupt reaches
+			// it the same way (TestTimeoutInterruptsCell and
+			// TestFallbackRunner time out busy loops).
+			res := runT(t, k, "import time\ndef spin():\n    while True:\n        time.sleep(0.05)\nprint('start')\nspin()", time.Second)
 			require.Equal(t, kernel.Failed, res.Status)
 			require.True(t, res.TimedOut)
 			require.False(t, res.Restarted, "stderr: %s", res.Stderr)
@@ -249,7 +252,7 @@ func TestDriverOutputPerBackend(t *testing.T) {
 		const expr = "['package-%02d' % i for i in range(12)]"
 		res := requireOK(t, k, expr)
 		require.Equal(t, ipythonPretty(t, expr), textOf(res))
-		res = runT(t, k, "def spin():\n    while True:\n        pass\nspin()", time.Second)
+		res = runT(t, k, "import time\ndef spin():\n    while True:\n        time.sleep(0.05)\nspin()", time.Second)
 		require.True(t, res.TimedOut)
 		require.Contains(t, res.Stderr, "spin()")
 		require.Contains(t, res.Stderr, "TimeoutError")

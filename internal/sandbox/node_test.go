@@ -211,7 +211,9 @@ func TestNodeKernelRestarts(t *testing.T) {
 	requireSandbox(t, true)
 	k := newKernel(t, sharedNode(t, nodeOptions(ModeBwrap)))
 	k.killGrace = shortGrace // no interrupt stops the loop: it is killed after the grace
-	res := runJS(t, k, "require('fs').writeFileSync('kept', 'yes'); await null; while (true) {}", time.Second)
+	// Atomics.wait blocks the thread as a busy loop would, without
+	// burning a core until the kill.
+	res := runJS(t, k, "require('fs').writeFileSync('kept', 'yes'); await null; Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)", time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
 	require.True(t, res.TimedOut)
 	require.True(t, res.Restarted, "the kernel was killed")

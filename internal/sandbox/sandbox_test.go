@@ -228,7 +228,7 @@ func TestIgnoredInterruptKillsAndRestarts(t *testing.T) {
 	k := newKernel(t, shared(t))
 	k.killGrace = shortGrace // the cell ignores the interrupt: it is killed after the grace
 	requireOK(t, k, "open('/mnt/data/keep.txt', 'w').write('kept')\nvariable = 1")
-	code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nprint('stubborn', flush=True)\nwhile True:\n    pass"
+	code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nprint('stubborn', flush=True)\nwhile True:\n    time.sleep(0.05)"
 	res := runT(t, k, code, time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
 	require.True(t, res.TimedOut)
