@@ -284,6 +284,7 @@ func findProcs(t *testing.T, s string) []int {
 // TestRlimitsWithoutCgroups checks the limits that remain on a machine where
 // no cgroup can be created.
 func TestRlimitsWithoutCgroups(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, true)
 	e, err := newExecutor(Options{Ready: 0, noCgroup: true, noPreload: true, MemoryLimitBytes: testMemory, MaxFileSizeBytes: testFileSize})
 	require.NoError(t, err)

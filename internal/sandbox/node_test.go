@@ -352,6 +352,7 @@ while (b.length > 0) {
 // or string value past maxValueChars characters, a huge number, or an
 // object that is not a figure is session code's own reply.
 func TestReplyWithinContract(t *testing.T) {
+	t.Parallel()
 	str := func(s string) *string { return &s }
 	quoted := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 	cases := []struct {

@@ -37,6 +37,7 @@ func poolExecutor(t *testing.T, o Options) (e *Executor, peak *atomic.Int32) {
 // list grows with the concurrent demand (up to the ready cap) and
 // refills.
 func TestPoolBurst(t *testing.T) {
+	t.Parallel()
 	e, peak := poolExecutor(t, Options{Ready: 1, readyDecay: time.Hour})
 	start := time.Now()
 	// More calls than start slots, so that starts at once are bounded;
@@ -97,6 +98,7 @@ func TestPoolDecay(t *testing.T) {
 // returns the context's error, and the kernel started for it is not lost
 // (it goes to the ready list); Close fails the calls still waiting.
 func TestPoolWaiterCanceled(t *testing.T) {
+	t.Parallel()
 	e, _ := poolExecutor(t, Options{Ready: 0})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -133,6 +135,7 @@ func TestPoolWaiterCanceled(t *testing.T) {
 // ErrPoolFull instead of waiting for a start that never comes; those whose
 // start was under way get their kernel.
 func TestPoolRefusesWaitersWithoutRoom(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, false)
 	release := make(chan struct{})
 	var began atomic.Int32

@@ -41,6 +41,7 @@ var allPreload = []string{"numpy", "pandas", "matplotlib.pyplot"}
 // cell then, an import of a module being preloaded waits for it, and the
 // address-space limit is tightened once the preload is done.
 func TestBackgroundPreload(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, true)
 	e, err := newExecutor(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
 	require.NoError(t, err)

@@ -250,6 +250,7 @@ func closeAll(t *testing.T, kernels []*Kernel) {
 // call returns while the pool's starts are held); a burst of 9 raises the
 // target only to the cap (MaxReady 6), and the ready list refills to 6.
 func TestReadyAdaptsToBursts(t *testing.T) {
+	t.Parallel()
 	g := newGatedPool(t, Options{Ready: 2, MaxReady: 6}, nil)
 	require.Equal(t, 6, g.ReadyCap())
 	g.waitRest(t, 2)
@@ -304,6 +305,7 @@ func TestReadyAdaptsToBursts(t *testing.T) {
 // has refilled to the cap, Capacity sessions still get a kernel (from it),
 // one more gets ErrPoolFull.
 func TestReadyWithinCapacity(t *testing.T) {
+	t.Parallel()
 	var (
 		mu   sync.Mutex
 		over []string
