@@ -192,8 +192,19 @@ func requireRoot(t testing.TB) {
 // executors. Tests start executors with newExecutor.
 var newMu sync.RWMutex
 
-// newExecutor is New for tests (see newMu).
+// newExecutor is New for tests (see newMu). An executor of Ready 0 skips
+// New's self-test start (noSelfTest): its test starts the kernels it needs
+// at once, and a sandbox that cannot start fails the first of them
+// (TestSelfTestKernelKept tests the self-test itself, with newExecutorSelfTest).
 func newExecutor(opts Options) (*Executor, error) {
+	if opts.Ready == 0 {
+		opts.noSelfTest = true
+	}
+	return newExecutorSelfTest(opts)
+}
+
+// newExecutorSelfTest is New for tests (see newMu), with the self-test.
+func newExecutorSelfTest(opts Options) (*Executor, error) {
 	newMu.RLock()
 	defer newMu.RUnlock()
 	return New(opts)

@@ -187,6 +187,13 @@ type Options struct {
 	noFontCache bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
+	// noSelfTest skips New's self-test start when Ready is 0 (tests whose
+	// executor starts its first kernel at once anyway: a sandbox that
+	// cannot start fails that start instead; with Ready > 0 the self-test's
+	// kernel is the first ready kernel and is always started). It also
+	// skips the fallback to rlimits that a failed self-test with cgroups
+	// triggers, so tests set it only where cgroups are absent or usable.
+	noSelfTest bool
 	// maxFigureBytes overrides the constant maxFigureBytes for the driver
 	// (tests lower it; the reply check keeps the constant).
 	maxFigureBytes int

@@ -45,13 +45,14 @@ func waitPoolRest(t *testing.T, e *Executor, n int) {
 // before and its directories removed: the executor's directory holds only
 // the ready kernels' (and their proxy directories).
 func TestSelfTestKernelKept(t *testing.T) {
+	t.Parallel()
 	requireSandbox(t, false)
 	for _, tt := range []struct{ ready, starts int }{{0, 0}, {1, 0}, {2, 1}} {
 		t.Run(fmt.Sprintf("ready=%d", tt.ready), func(t *testing.T) {
 			t.Parallel()
 			o := Options{Mode: ModeNone, Ready: tt.ready, noPreload: true, noIPython: true, noFontCache: true, readyDecay: time.Hour}
 			starts := countStarts(&o)
-			e, err := newExecutor(o)
+			e, err := newExecutorSelfTest(o)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, e.Close()) })
 			waitPoolRest(t, e, tt.ready)
@@ -116,6 +117,7 @@ func procOOMScoreAdj(t *testing.T, p *proc) string {
 // installed), has its cgroups named as a ready kernel's and the same
 // oom_score_adj before and after a session took it.
 func TestSelfTestKernelLikePool(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		opts.MaxReady, opts.readyDecay = opts.Ready, time.Hour
 		require.Equal(t, 2, opts.Ready)
