@@ -119,10 +119,19 @@ func RaiseParallel(n int) {
 // "Test suite").
 func SkipGvisorInQuickLoop(t testing.TB) {
 	t.Helper()
+	if ok, why := GvisorInThisRun(); !ok {
+		t.Skip(why)
+	}
+}
+
+// GvisorInThisRun says whether this run includes the gVisor backend's
+// tests (see SkipGvisorInQuickLoop), and if not, why.
+func GvisorInThisRun() (bool, string) {
 	if testing.Short() {
-		t.Skip("-short: the gVisor backend is tested by the full suite (make test)")
+		return false, "-short: the gVisor backend is tested by the full suite (make test)"
 	}
 	if os.Getenv(RequireSandboxEnv) != "1" && os.Getenv(TestGvisorEnv) != "1" {
-		t.Skipf("the gVisor backend is tested by the full suite: make test, or %s=1 go test ./...", TestGvisorEnv)
+		return false, "the gVisor backend is tested by the full suite: make test, or " + TestGvisorEnv + "=1 go test ./..."
 	}
+	return true, ""
 }
