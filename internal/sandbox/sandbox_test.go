@@ -212,7 +212,7 @@ func TestTimeoutInterruptsCell(t *testing.T) {
 	t.Parallel()
 	k := newKernel(t, shared(t))
 	requireOK(t, k, "kept = 'yes'")
-	res := runT(t, k, "print('start')\nwhile True:\n    pass", 2*time.Second)
+	res := runT(t, k, "print('start')\nwhile True:\n    pass", time.Second)
 	require.Equal(t, kernel.Failed, res.Status)
 	require.True(t, res.TimedOut)
 	require.False(t, res.Restarted, "stderr: %s", res.Stderr)
