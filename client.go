@@ -704,9 +704,11 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 // supports (features; requireSessionManagement, errNeedsExecutions and
 // errSubdirectories only word the refusal). The branch between the legacy
 // and the executions contract (features.Legacy) is in the builder for the
-// request and in the handler for the decoding, nowhere else but in the
-// refusal of the two poller constructors below. The plain helpers builders
-// call check no feature: splitFileName and relativeDir (file names),
+// request and in the handler for the decoding (and in fileTarget, the
+// check the three one-file builders share: the identifier, the name, and
+// the legacy contract's refusal of sub-directories), nowhere else but in
+// the refusal of the two poller constructors below. The other plain helpers
+// builders call check no feature: splitFileName and relativeDir (file names),
 // pathEscape, newMultipartBody (the upload's body), shellBody (the Shell
 // command), executeTimeout, newOperationID and checkExecutionID
 // (operation-ids), newExecuteRequest (the POST of an execution, code or

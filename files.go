@@ -129,6 +129,29 @@ func relativeDir(p string) (string, error) {
 // pathEscape escapes one path segment.
 func pathEscape(s string) string { return url.PathEscape(s) }
 
+// fileTarget checks the identifier and a file's name for the builders of
+// the operations on one file (getFile, downloadFile, deleteFile) and returns
+// the name's last element and the query that names its directory: path=dir
+// on the executions contract; on the legacy one, which has no
+// sub-directories, a name in one is refused (errSubdirectories).
+func (s *Session) fileTarget(name string) (base string, q url.Values, err error) {
+	if err := s.validate(); err != nil {
+		return "", nil, err
+	}
+	dir, base, err := splitFileName(name)
+	if err != nil {
+		return "", nil, err
+	}
+	q = url.Values{}
+	if dir != "" {
+		if s.client.features.Legacy {
+			return "", nil, s.client.errSubdirectories()
+		}
+		q.Set("path", dir)
+	}
+	return base, q, nil
+}
+
 // errSubdirectories is the refusal of a file name with a directory on the
 // legacy api-versions (the builders of the file operations return it).
 func (c *Client) errSubdirectories() error {
@@ -581,20 +604,9 @@ func (s *Session) GetFile(ctx context.Context, name string, options *GetFileOpti
 // getFileCreateRequest checks the identifier and the name and builds GET
 // {endpoint}/files/{name}[?path=dir] (legacy: no sub-directories, no path).
 func (s *Session) getFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	dir, base, err := splitFileName(name)
+	base, q, err := s.fileTarget(name)
 	if err != nil {
 		return nil, err
-	}
-	q := url.Values{}
-	if s.client.features.Legacy {
-		if dir != "" {
-			return nil, s.client.errSubdirectories()
-		}
-	} else if dir != "" {
-		q.Set("path", dir)
 	}
 	return s.client.newRequest(ctx, http.MethodGet, "files/"+pathEscape(base), s.identifier, q)
 }
@@ -669,21 +681,13 @@ func (s *Session) DownloadFile(ctx context.Context, name string, options *Downlo
 // {endpoint}/files/content/{name}, no sub-directories), whose 2xx body is
 // streamed to the caller, not read by the pipeline nor capped.
 func (s *Session) downloadFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	dir, base, err := splitFileName(name)
+	base, q, err := s.fileTarget(name)
 	if err != nil {
 		return nil, err
 	}
-	route, q := "files/"+pathEscape(base)+"/content", url.Values{}
+	route := "files/" + pathEscape(base) + "/content"
 	if s.client.features.Legacy {
-		if dir != "" {
-			return nil, s.client.errSubdirectories()
-		}
 		route = "files/content/" + pathEscape(base)
-	} else if dir != "" {
-		q.Set("path", dir)
 	}
 	req, err := s.client.newRequest(context.WithValue(ctx, streamKey{}, true), http.MethodGet, route, s.identifier, q)
 	if err != nil {
@@ -836,20 +840,9 @@ func (s *Session) DeleteFile(ctx context.Context, name string, options *DeleteFi
 // DELETE {endpoint}/files/{name}[?path=dir] (legacy: no sub-directories, no
 // path).
 func (s *Session) deleteFileCreateRequest(ctx context.Context, name string) (*policy.Request, error) {
-	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	dir, base, err := splitFileName(name)
+	base, q, err := s.fileTarget(name)
 	if err != nil {
 		return nil, err
-	}
-	q := url.Values{}
-	if s.client.features.Legacy {
-		if dir != "" {
-			return nil, s.client.errSubdirectories()
-		}
-	} else if dir != "" {
-		q.Set("path", dir)
 	}
 	return s.client.newRequest(ctx, http.MethodDelete, "files/"+pathEscape(base), s.identifier, q)
 }
