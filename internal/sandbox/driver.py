@@ -97,6 +97,7 @@ _RLIMIT_CORE = getattr(_resource, "RLIMIT_CORE", None)
 _os_open, _os_read, _os_close, _O_RDONLY = os.open, os.read, os.close, os.O_RDONLY
 _pthread_sigmask, _SIG_BLOCK = signal.pthread_sigmask, signal.SIG_BLOCK
 _SIGALRM, _SIGINT = signal.SIGALRM, signal.SIGINT
+_signal, _default_int_handler = signal.signal, signal.default_int_handler
 _monotonic = time.monotonic
 _json_dumps = json.dumps
 _import = builtins.__import__
@@ -815,8 +816,17 @@ def run_one(runner, msg):
     start = time.monotonic()
     try:
         patch_pyplot()
-        # Cells may have replaced the handler: take it back for each cell.
-        signal.signal(signal.SIGALRM, _on_alarm)
+        # Cells may have replaced the handlers: take them back for each cell.
+        _signal(_SIGALRM, _on_alarm)
+        # SIGINT as well (ipykernel does so for each request): Python installs
+        # its KeyboardInterrupt handler only when SIGINT is at its default as
+        # the driver starts, and a launcher that ignores it (a background
+        # job of a shell without job control: "azsessions-emulator &" in a
+        # script) passes SIG_IGN on through Go and bwrap: the interrupt of
+        # a canceled cell (_reader) then did nothing and the kernel was
+        # killed after the grace. Subprocesses of the cell get SIGINT at its
+        # default too (exec resets a handler, not SIG_IGN).
+        _signal(_SIGINT, _default_int_handler)
         if timeout > 0:
             # Fire at the timeout, then every second for code that swallows
             # KeyboardInterrupt; Go kills the kernel after a grace period.

@@ -186,6 +186,9 @@ func (e *Executor) startProc(ctx context.Context, dataDir, role string) (*proc, 
 	if err != nil {
 		return fail(err)
 	}
+	if len(e.opts.launchPrefix) > 0 {
+		args = append(slices.Clone(e.opts.launchPrefix), args...)
+	}
 	entry := e.cgroupEntryFor(cg)
 	defer entry.close()
 	command := func(entry cgroupEntry) *exec.Cmd {

@@ -209,6 +209,10 @@ type Options struct {
 	// startHook, when set, runs when the pool begins a kernel's start; the
 	// function it returns when that start ended (tests).
 	startHook func() (done func())
+	// launchPrefix, when set, is prepended to each kernel's host command
+	// line (before bwrap or runsc; tests start drivers through a launcher
+	// that passes them a signal disposition, see TestCancelWithSIGINTIgnored).
+	launchPrefix []string
 	// readyDecay overrides the constant readyDecay (tests).
 	readyDecay time.Duration
 	// maxTotalTasks bounds the tasks of all sandboxes together (the pids

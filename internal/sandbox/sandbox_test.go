@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,6 +275,44 @@ func TestCancel(t *testing.T) {
 	require.False(t, res.Restarted, "stderr: %s", res.Stderr) // killed after the grace, or restarted before the cell (stderr says which)
 	res = requireOK(t, k, "kept")
 	require.JSONEq(t, `5`, string(res.Value))
+}
+
+// TestCancelWithSIGINTIgnored: a driver that starts with SIGINT ignored
+// (the emulator or the test binary run as a background job of a shell
+// without job control passes SIG_IGN on through Go and bwrap, and Python
+// then installs no KeyboardInterrupt handler) still stops a canceled cell,
+// and the cell's subprocesses get SIGINT at its default. Before, every
+// cancellation of such a run waited for the grace (the "TestCancel load
+// flake": the cell of TestCancel sleeps about as long as testGrace). The
+// cell sleeps past the grace: a lost interrupt always shows as a restart.
+func TestCancelWithSIGINTIgnored(t *testing.T) {
+	t.Parallel()
+	requireSandbox(t, true)
+	e, err := newExecutor(Options{Ready: 0, noPreload: true, killGrace: testGrace,
+		launchPrefix: []string{"/bin/sh", "-c", `trap '' INT; exec "$@"`, "sh"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	k := newKernel(t, e)
+	requireOK(t, k, "kept = 5")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // cancels once the cell runs
+		waitForFile(ctx, filepath.Join(k.DataDir(), "started"))
+		cancel()
+	}()
+	res, err := k.Execute(ctx, kernel.Request{Code: "import time\nopen('/mnt/data/started', 'w').close()\ntime.sleep(3600)", Timeout: 2 * time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, kernel.Canceled, res.Status)
+	require.False(t, res.Restarted, "the driver must stop the cell: %s", res.Stderr)
+	require.Contains(t, res.Stderr, "KeyboardInterrupt")
+	res = requireOK(t, k, "kept")
+	require.JSONEq(t, `5`, string(res.Value))
+	res = requireOK(t, k, "import subprocess\nsubprocess.run(['grep', '^SigIgn:', '/proc/self/status'], capture_output=True, text=True).stdout.split()[1]")
+	var sigIgn string
+	require.NoError(t, json.Unmarshal(res.Value, &sigIgn))
+	mask, err := strconv.ParseUint(sigIgn, 16, 64)
+	require.NoError(t, err)
+	require.Zero(t, mask&(1<<(int(syscall.SIGINT)-1)), "SigIgn of a subprocess: %s", sigIgn)
 }
 
 func TestDataDir(t *testing.T) {
