@@ -718,8 +718,9 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 // (the container's response is returned as it is). A pager's Fetcher calls
 // the first page's builder through runtime.FetcherForNextLink, so a check
 // fails the first NextPage before any I/O; later pages follow nextLink
-// (nextPageOptions), and listFilesHandleResponse derives the listed
-// directory from the options again (listFilesCreateRequest checked them).
+// (nextPageOptions), and listFilesHandleResponse gets the listed directory
+// that listFilesCreateRequest checked for the first page (the caller may
+// change *options between pages).
 //
 //	POST executions, POST code/execute  execute.go    Execute, BeginExecute: executeCreateRequest (newExecuteRequest),
 //	                                                  beginExecution, executeHandleResponse

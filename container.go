@@ -210,7 +210,8 @@ func (s *Session) getContainerSessionCreateRequest(ctx context.Context, op strin
 // ListContainerSessionsOptions contains the optional parameters of
 // Client.NewListContainerSessionsPager.
 type ListContainerSessionsOptions struct {
-	// Skip is the number of sessions to skip before the first page.
+	// Skip is the number of sessions to skip before the first page (not
+	// negative: the first NextPage refuses it before any I/O).
 	Skip int32
 }
 
@@ -261,12 +262,15 @@ func (c *Client) NewListContainerSessionsPager(options *ListContainerSessionsOpt
 	})
 }
 
-// listContainerSessionsCreateRequest checks the api-version (before any
+// listContainerSessionsCreateRequest checks the api-version and Skip (before any
 // I/O: the first page's Fetcher calls it before sending anything) and builds
 // the first page's POST {endpoint}/.management/listSessions?skip=N.
 func (c *Client) listContainerSessionsCreateRequest(ctx context.Context, op string, options *ListContainerSessionsOptions) (*policy.Request, error) {
 	if err := c.requireSessionManagement(op); err != nil {
 		return nil, err
+	}
+	if options.Skip < 0 {
+		return nil, fmt.Errorf("azsessions: ListContainerSessionsOptions.Skip %d is negative", options.Skip)
 	}
 	q := url.Values{"skip": {strconv.Itoa(int(options.Skip))}}
 	return c.newRequest(ctx, http.MethodPost, ".management/listSessions", "", q)

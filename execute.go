@@ -1161,7 +1161,9 @@ type BeginExecuteOptions struct {
 	// ResumeToken resumes a poller from Poller.ResumeToken instead of starting
 	// a new execution; code is then ignored. The token holds the
 	// operation-id and the last state (output included) but not the session
-	// identifier: resume it on the Session the execution belongs to.
+	// identifier: resume it on the Session the execution belongs to. A
+	// token that is not one of BeginExecute's pollers (or whose operation-id
+	// ExecuteOptions.OperationID would refuse) fails before any I/O.
 	ResumeToken string
 }
 
@@ -1205,7 +1207,8 @@ func (s *Session) BeginExecute(ctx context.Context, code string, options *BeginE
 
 // newPollerFromResumeToken is BeginExecute (op) with a ResumeToken: it
 // sends nothing (the poller's Poll sends GET executions/{id}); it refuses,
-// before any I/O, the legacy api-versions and an invalid identifier.
+// before any I/O, the legacy api-versions, an invalid identifier and a
+// token that is not one of this client's execution pollers (checkResumeToken).
 func (s *Session) newPollerFromResumeToken(op, token string) (*runtime.Poller[ExecuteResponse], error) {
 	if s.client.features.Legacy {
 		return nil, s.client.errNeedsExecutions(op)
@@ -1213,10 +1216,50 @@ func (s *Session) newPollerFromResumeToken(op, token string) (*runtime.Poller[Ex
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
+	if err := checkResumeToken(token); err != nil {
+		return nil, err
+	}
 	return runtime.NewPollerFromResumeToken(token, s.client.internal.Pipeline(), &runtime.NewPollerFromResumeTokenOptions[ExecuteResponse]{
 		Handler: &executionPoller{session: s},
 		Tracer:  s.client.internal.Tracer(),
 	})
+}
+
+// checkResumeToken refuses a resume token that the client's executionPoller
+// did not make: a token is data, stored and passed around, and a forged one
+// must not steer the client (red-team finding, redcli). azcore's
+// NewPollerFromResumeToken resumes any token whose inner object has a
+// "fakeURL" key with its own fake poller instead of the handler given, and
+// that poller GETs the token's URL through the client's pipeline, bearer
+// token included, on any host; and the poller sends the token's operation-id
+// as it is (GET executions/{id}), so it gets the checks of a caller's
+// (checkExecutionID: an empty one or ".." would name another resource). The
+// token's content is not in the error.
+func checkResumeToken(token string) error {
+	var wrapper struct {
+		Token json.RawMessage `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(token), &wrapper); err != nil {
+		return errors.New("azsessions: ResumeToken is not a resume token (not a JSON object)")
+	}
+	var inner map[string]json.RawMessage
+	if err := json.Unmarshal(wrapper.Token, &inner); err != nil || inner == nil {
+		return errors.New("azsessions: ResumeToken is not a resume token of Session.BeginExecute")
+	}
+	for k := range inner {
+		if strings.EqualFold(k, "fakeURL") {
+			// azcore looks for the exact key; any spelling is refused
+			return errors.New("azsessions: ResumeToken is not a resume token of Session.BeginExecute (it names a URL)")
+		}
+	}
+	var h executionPoller
+	if err := json.Unmarshal(wrapper.Token, &h); err != nil {
+		return errors.New("azsessions: ResumeToken is not a resume token of Session.BeginExecute")
+	}
+	if err := checkExecutionID(h.OperationID); err != nil {
+		return fmt.Errorf("azsessions: ResumeToken: %w", err)
+	}
+	return nil
 }
 
 // ResumeExecutionOptions contains the optional parameters of Session.ResumeExecution.

@@ -487,6 +487,10 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 		options = &ListFilesOptions{}
 	}
 	guard := &linkGuard{}
+	// listed is the directory the first page asked for (listFilesCreateRequest
+	// checked it): the later pages (nextLink) list the same one, whatever the
+	// caller does to *options meanwhile (red-team finding, redcli)
+	var listed string
 	return runtime.NewPager(runtime.PagingHandler[ListFilesResponse]{
 		More: func(page ListFilesResponse) bool { return page.NextLink != "" },
 		Fetcher: func(ctx context.Context, page *ListFilesResponse) (ListFilesResponse, error) {
@@ -499,12 +503,14 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 				return ListFilesResponse{}, err
 			}
 			resp, err := runtime.FetcherForNextLink(ctx, s.client.internal.Pipeline(), nextLink, func(ctx context.Context) (*policy.Request, error) {
-				return s.listFilesCreateRequest(ctx, options)
+				req, dir, err := s.listFilesCreateRequest(ctx, options)
+				listed = dir
+				return req, err
 			}, s.client.nextPageOptions(s.identifier))
 			if err != nil {
 				return ListFilesResponse{}, wrapAuthError(err)
 			}
-			return s.listFilesHandleResponse(resp, options)
+			return s.listFilesHandleResponse(resp, listed)
 		},
 		Tracer: s.client.internal.Tracer(),
 	})
@@ -513,20 +519,21 @@ func (s *Session) NewListFilesPager(options *ListFilesOptions) *runtime.Pager[Li
 // listFilesCreateRequest checks the identifier and the options (before any
 // I/O: the first page's Fetcher calls it before sending anything) and builds
 // the first page's GET {endpoint}/files[?path=dir][&recursive=true] (the
-// legacy route is the same without the parameters, which it refuses).
-func (s *Session) listFilesCreateRequest(ctx context.Context, options *ListFilesOptions) (*policy.Request, error) {
+// legacy route is the same without the parameters, which it refuses); dir is
+// the directory listed, relative to /mnt/data.
+func (s *Session) listFilesCreateRequest(ctx context.Context, options *ListFilesOptions) (_ *policy.Request, dir string, _ error) {
 	if err := s.validate(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	dir, err := relativeDir(options.Path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if s.client.features.Legacy && dir != "" {
-		return nil, fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
+		return nil, "", fmt.Errorf("%w: ListFilesOptions.Path needs api-version %s or later (client uses %s)", ErrUnsupported, APIVersion20241002Preview, s.client.version)
 	}
 	if options.Recursive && !s.client.features.Recursive {
-		return nil, fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
+		return nil, "", fmt.Errorf("%w: ListFilesOptions.Recursive needs api-version %s (client uses %s)", ErrUnsupported, APIVersion20251002Preview, s.client.version)
 	}
 	q := url.Values{}
 	if dir != "" {
@@ -535,12 +542,13 @@ func (s *Session) listFilesCreateRequest(ctx context.Context, options *ListFiles
 	if options.Recursive {
 		q.Set("recursive", "true")
 	}
-	return s.client.newRequest(ctx, http.MethodGet, "files", s.identifier, q)
+	req, err := s.client.newRequest(ctx, http.MethodGet, "files", s.identifier, q)
+	return req, dir, err
 }
 
 // listFilesHandleResponse decodes one page: {"value":[File...],"nextLink"}
 // or, legacy, {"value":[{"properties":...}]} (one page).
-func (s *Session) listFilesHandleResponse(resp *http.Response, options *ListFilesOptions) (ListFilesResponse, error) {
+func (s *Session) listFilesHandleResponse(resp *http.Response, dir string) (ListFilesResponse, error) {
 	if err := checkPageEntries(resp); err != nil {
 		return ListFilesResponse{}, err
 	}
@@ -559,7 +567,6 @@ func (s *Session) listFilesHandleResponse(resp *http.Response, options *ListFile
 	if err := runtime.UnmarshalAsJSON(resp, &w); err != nil {
 		return ListFilesResponse{}, err
 	}
-	dir, _ := relativeDir(options.Path) // listFilesCreateRequest refused a bad one
 	out := ListFilesResponse{Files: make([]File, 0, len(w.Value))}
 	for _, f := range w.Value {
 		out.Files = append(out.Files, fileFromWire(f, dir))

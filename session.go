@@ -267,7 +267,8 @@ func (s *Session) stopHandleResponse(resp *http.Response) (StopSessionResponse, 
 
 // ListSessionsOptions contains the optional parameters of NewListSessionsPager.
 type ListSessionsOptions struct {
-	// Skip is the number of sessions to skip before the first page.
+	// Skip is the number of sessions to skip before the first page (not
+	// negative: the first NextPage refuses it before any I/O).
 	Skip int32
 }
 
@@ -312,12 +313,15 @@ func (c *Client) NewListSessionsPager(options *ListSessionsOptions) *runtime.Pag
 	})
 }
 
-// listSessionsCreateRequest checks the api-version (before any I/O: the
+// listSessionsCreateRequest checks the api-version and Skip (before any I/O: the
 // first page's Fetcher calls it before sending anything) and builds the
 // first page's GET {endpoint}/listSessions[?skip=N].
 func (c *Client) listSessionsCreateRequest(ctx context.Context, op string, options *ListSessionsOptions) (*policy.Request, error) {
 	if err := c.requireSessionManagement(op); err != nil {
 		return nil, err
+	}
+	if options.Skip < 0 {
+		return nil, fmt.Errorf("azsessions: ListSessionsOptions.Skip %d is negative", options.Skip)
 	}
 	q := url.Values{}
 	if options.Skip > 0 {

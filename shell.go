@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -17,7 +18,8 @@ import (
 
 // ShellExecution is a command for a session of a Shell session pool
 // (containerType Shell). Set exactly one of ShellCommand and
-// ExecCommandAndArgs.
+// ExecCommandAndArgs. Every string must be UTF-8 (the service takes JSON
+// strings): ExecuteShell refuses another before any I/O.
 type ShellExecution struct {
 	// ShellCommand is a command line that the pool's shell interprets, with
 	// pipes, redirections and variables, for example
@@ -200,6 +202,20 @@ func shellBody(cmd ShellExecution) (shellExecuteRequest, error) {
 		return shellExecuteRequest{}, errors.New("azsessions: the shell execution is empty: set ShellCommand or ExecCommandAndArgs")
 	case hasArgv && cmd.ExecCommandAndArgs[0] == "":
 		return shellExecuteRequest{}, errors.New("azsessions: ExecCommandAndArgs[0], the program, is empty")
+	}
+	// encoding/json would send each byte that is not UTF-8 as U+FFFD: another
+	// command than the caller's would run, or other input be read (as
+	// Execute refuses such code; red-team finding, redcli)
+	if !utf8.ValidString(cmd.ShellCommand) {
+		return shellExecuteRequest{}, errors.New("azsessions: ShellCommand is not valid UTF-8")
+	}
+	for i, arg := range cmd.ExecCommandAndArgs {
+		if !utf8.ValidString(arg) {
+			return shellExecuteRequest{}, fmt.Errorf("azsessions: ExecCommandAndArgs[%d] is not valid UTF-8", i)
+		}
+	}
+	if !utf8.ValidString(cmd.Stdin) {
+		return shellExecuteRequest{}, errors.New("azsessions: Stdin is not valid UTF-8 (the service takes text)")
 	}
 	b := shellExecuteRequest{ExecutionType: wire.ExecutionSynchronous}
 	if hasCmd {
