@@ -3,7 +3,7 @@
 // driver.py, whose header describes it:
 //
 // Requests:  {"op":"exec","id":N,"code":"...","timeout":SECONDS,"nonce":"..."}
-//            {"op":"interrupt"}
+//            {"op":"interrupt","id":N}
 // Replies:   {"ready":true,"runner":"node","preload":[]}
 //            {"id":N,"ok":bool,"has_value":bool,"value":JSON,"text":str|null,
 //             "timed_out":bool,"interrupted":bool,"duration_ms":float}
@@ -104,7 +104,8 @@ function onRequests(stream) {
         continue;
       }
       if (msg && msg.op === "interrupt") {
-        if (cell !== null) cell.interrupt();
+        // Go sends it again until the cell's reply: only the cell it names.
+        if (cell !== null && (msg.id == null || msg.id === cell.id)) cell.interrupt();
         continue;
       }
       if (msg && msg.op === "exec") {
@@ -253,6 +254,7 @@ async function runOne(msg) {
   };
   const stop = { reject: null, interrupted: false };
   cell = {
+    id: msg.id,
     interrupt() {
       stop.interrupted = true;
       if (stop.reject !== null) stop.reject(new Interrupted());

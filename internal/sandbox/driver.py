@@ -6,7 +6,7 @@
 # knows where the cell's output ends.
 #
 # Requests:  {"op":"exec","id":N,"code":"...","timeout":SECONDS,"nonce":"..."}
-#            {"op":"interrupt"}
+#            {"op":"interrupt","id":N}  (sent again until the reply of cell N)
 #            {"op":"preload"}  (with "preload_gate": begin the background preload)
 #            {"op":"container","id":N,"command":"...","port":P,"socket":"...",
 #             "timeout":SECONDS,"nonce":"..."}  (custom containers, see run_container)
@@ -683,8 +683,10 @@ def _make_ipython_runner():
 
 # ---------------------------------------------------------------- main loop
 
-_state = {"in_cell": False, "timed_out": False, "interrupted": False,
+_state = {"in_cell": False, "cell_id": None, "timed_out": False, "interrupted": False,
           "formatting": False, "cuttable": False}
+# Set by _reader on each interrupt (CFG["hold_cells"], tests only).
+_interrupt_seen = threading.Event()
 
 
 def _on_alarm(signum, frame):
@@ -706,7 +708,13 @@ def _reader(q):
         except ValueError:
             continue
         if msg.get("op") == "interrupt":
-            if _state["in_cell"]:
+            # Go sends it again until the cell ends: one that arrives before
+            # the cell starts (in_cell is set by the main thread) is dropped,
+            # the first that finds the cell running interrupts it, and the
+            # next ones do nothing (a cell that swallows KeyboardInterrupt is
+            # killed after the grace; a traceback being formatted is not cut).
+            cid = msg.get("id")
+            if _state["in_cell"] and not _state["interrupted"] and cid in (None, _state["cell_id"]):
                 _state["interrupted"] = True
                 # A real signal (not _thread.interrupt_main) also wakes a
                 # blocking call such as time.sleep.
@@ -714,6 +722,7 @@ def _reader(q):
                     signal.pthread_kill(main_id, signal.SIGINT)
                 except (OSError, ValueError):
                     pass
+            _interrupt_seen.set()
             continue
         if msg.get("op") == "preload":
             # The executor lets the held preload begin (see start_preload).
@@ -812,7 +821,12 @@ def run_one(runner, msg):
     exit_code = None
     _state["timed_out"] = False
     _state["interrupted"] = False
+    _state["cell_id"] = msg.get("id")
     timeout = float(msg.get("timeout") or 0)
+    if CFG.get("hold_cells") and str(msg.get("code", "")).startswith("# hold\n"):
+        # Tests: the cell starts after an interrupt arrived for it.
+        _interrupt_seen.wait(60)
+        _interrupt_seen.clear()
     start = time.monotonic()
     try:
         patch_pyplot()

@@ -143,6 +143,9 @@ type driverConfig struct {
 	// MaxFigureBytes caps a figure's PNG (maxFigureBytes).
 	MaxFigureBytes int  `json:"max_figure_bytes"`
 	NoIPython      bool `json:"no_ipython,omitempty"`
+	// HoldCells: a cell whose code begins with "# hold\n" starts only once
+	// the driver received an interrupt (tests: Options.holdCells).
+	HoldCells bool `json:"hold_cells,omitempty"`
 	// PreloadGate: the driver starts its background preload only on an
 	// {"op":"preload"} request (proc.startPreload), not right after "ready".
 	PreloadGate bool `json:"preload_gate,omitempty"`
@@ -237,6 +240,7 @@ func (e *Executor) newDriverConfig() driverConfig {
 		MaxValueChars:  maxValueChars,
 		MaxFigureBytes: cmp.Or(e.opts.maxFigureBytes, maxFigureBytes),
 		NoIPython:      e.opts.noIPython,
+		HoldCells:      e.opts.holdCells,
 	}
 	if e.opts.noPreload {
 		cfg.Preload = []string{}
@@ -1447,7 +1451,7 @@ func (x *execution) dispatch() (id int, replyDone func()) {
 // after the grace period) and the data directory's limits.
 func (x *execution) wait(ctx context.Context, id int) (kernel.Result, error) {
 	p, grace := x.p, x.k.grace()
-	var timeoutC, cancelC <-chan time.Time
+	var timeoutC, cancelC, retryC <-chan time.Time
 	if x.req.Timeout > 0 {
 		t := time.NewTimer(x.req.Timeout + grace)
 		defer t.Stop()
@@ -1476,10 +1480,15 @@ func (x *execution) wait(ctx context.Context, id int) (kernel.Result, error) {
 		case <-done:
 			done = nil
 			x.canceled = true
-			_ = p.send(map[string]any{"op": "interrupt"}, time.Now().Add(time.Second))
+			x.interrupt(id)
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			cancelC = t.C
+			r := time.NewTicker(interruptRetry)
+			defer r.Stop()
+			retryC = r.C
+		case <-retryC:
+			x.interrupt(id)
 		case <-cancelC:
 			return x.killAndRestart("The execution was canceled and did not stop")
 		case <-tick.C:
@@ -1488,6 +1497,19 @@ func (x *execution) wait(ctx context.Context, id int) (kernel.Result, error) {
 			}
 		}
 	}
+}
+
+// interruptRetry is how often the interrupt of a canceled cell is sent
+// again, until its reply or the kill grace. The driver acts on the first one
+// that finds the cell running (see _reader in driver.py): one that arrives
+// before the driver starts the cell (a cancellation right after the request,
+// a driver starved of CPU), or whose send failed, would be lost otherwise.
+const interruptRetry = 250 * time.Millisecond
+
+// interrupt asks the driver to interrupt cell id (best effort: sent again
+// every interruptRetry while the execution is canceled).
+func (x *execution) interrupt(id int) {
+	_ = x.p.send(map[string]any{"op": "interrupt", "id": id}, time.Now().Add(time.Second))
 }
 
 // replied is the Result of the driver's reply to the cell.

@@ -213,6 +213,10 @@ type Options struct {
 	// line (before bwrap or runsc; tests start drivers through a launcher
 	// that passes them a signal disposition, see TestCancelWithSIGINTIgnored).
 	launchPrefix []string
+	// holdCells makes the driver start a cell whose code begins with
+	// "# hold\n" only once it received an interrupt, which then arrives
+	// before the cell runs (tests: TestInterruptBeforeCellStarts).
+	holdCells bool
 	// readyDecay overrides the constant readyDecay (tests).
 	readyDecay time.Duration
 	// maxTotalTasks bounds the tasks of all sandboxes together (the pids

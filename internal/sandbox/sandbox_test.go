@@ -315,6 +315,31 @@ func TestCancelWithSIGINTIgnored(t *testing.T) {
 	require.Zero(t, mask&(1<<(int(syscall.SIGINT)-1)), "SigIgn of a subprocess: %s", sigIgn)
 }
 
+// TestInterruptBeforeCellStarts: the interrupt of a cell canceled before
+// the driver starts it (a cancellation right after the request, a driver
+// starved of CPU) is not lost: the driver held the cell until it had
+// received (and, finding no cell running, dropped) the first interrupt; Go
+// sends it again until the reply, and one of those stops the cell. Before,
+// the cell ran on until the kill grace. The cell sleeps past the grace: a
+// lost interrupt always shows as a restart.
+func TestInterruptBeforeCellStarts(t *testing.T) {
+	t.Parallel()
+	requireSandbox(t, true)
+	e, err := newExecutor(Options{Ready: 0, noPreload: true, killGrace: testGrace, holdCells: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	k := newKernel(t, e)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := k.Execute(ctx, kernel.Request{Code: "# hold\nimport time\ntime.sleep(3600)", Timeout: 2 * time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, kernel.Canceled, res.Status)
+	require.False(t, res.Restarted, "the driver must stop the cell: %s", res.Stderr)
+	require.Contains(t, res.Stderr, "KeyboardInterrupt")
+	res = requireOK(t, k, "1")
+	require.False(t, res.Restarted)
+}
+
 func TestDataDir(t *testing.T) {
 	t.Parallel()
 	e := shared(t)
