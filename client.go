@@ -751,9 +751,11 @@ func (sendCounterPolicy) Do(req *policy.Request) (*http.Response, error) {
 // Two constructors of an execution poller send nothing, so they have no
 // builder, and make the checks of GET executions/{id} themselves before
 // returning (the poller's Poll sends newGetExecutionRequest unchecked):
-// ResumeExecution (legacy api-versions, identifier, operation-id) and
-// newPollerFromResumeToken (BeginExecute with a ResumeToken: legacy
-// api-versions, identifier; the token's operation-id is sent as it is).
+// ResumeExecution (legacy api-versions, identifier, operation-id,
+// OutputStreamsMaxLength) and newPollerFromResumeToken (BeginExecute with a
+// ResumeToken: legacy api-versions, identifier, and checkResumeToken: a
+// token of the client's own poller, whose operation-id passes
+// checkExecutionID).
 //
 // An execution of code passes through Session.Execute (or BeginExecute),
 // startOp, executeCreateRequest (every check; the legacy or executions

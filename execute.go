@@ -1032,7 +1032,7 @@ func (s *Session) getExecutionCreateRequest(ctx context.Context, op, operationID
 // the look-up of an execution being sent (lookupExecution) and the polls of
 // a started or resumed one (executionPoller.Poll): their id is one that
 // executeCreateRequest, shellCreateRequest or ResumeExecution checked, or a
-// resume token's, which is sent as it is.
+// resume token's, which checkResumeToken checked.
 func (s *Session) newGetExecutionRequest(ctx context.Context, operationID string) (*policy.Request, error) {
 	if retry := s.client.executeRetry; retry.TryTimeout == 0 {
 		// a GET that never answers must not hang the poll for ever
@@ -1265,7 +1265,7 @@ func checkResumeToken(token string) error {
 // ResumeExecutionOptions contains the optional parameters of Session.ResumeExecution.
 type ResumeExecutionOptions struct {
 	// OutputStreamsMaxLength is the cap the execution was started with, for
-	// Execution.Truncated (0: the service default).
+	// Execution.Truncated (0: the service default; negative is refused).
 	OutputStreamsMaxLength int32
 }
 
@@ -1292,6 +1292,10 @@ func (s *Session) ResumeExecution(operationID string, options *ResumeExecutionOp
 	}
 	if err := checkExecutionID(operationID); err != nil {
 		return nil, err
+	}
+	if options.OutputStreamsMaxLength < 0 {
+		// as Execute's (a negative cap would silently mean the default)
+		return nil, errors.New("azsessions: OutputStreamsMaxLength is negative")
 	}
 	return s.newExecutionPoller(operationID, int(options.OutputStreamsMaxLength), 0, wire.ExecuteResponse{ID: operationID, Status: wire.StatusRunning})
 }

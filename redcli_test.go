@@ -157,6 +157,10 @@ func TestRedBadInputNoIO(t *testing.T) {
 			_, err := s.ResumeExecution("a\r\nb", nil)
 			return err
 		},
+		"ResumeExecution/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ResumeExecution("op", &ResumeExecutionOptions{OutputStreamsMaxLength: -1})
+			return err
+		},
 		"UploadFile/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
 			_, err := s.UploadFile(ctx, "../x", strings.NewReader("x"), nil)
 			return err
