@@ -603,6 +603,9 @@ func (g guardTransport) Do(req *http.Request) (*http.Response, error) {
 	if resp == nil {
 		return resp, err
 	}
+	// before azcore's log policy (above the transport) logs them and
+	// azcore.ResponseError takes its ErrorCode from one
+	redactLoggedHeaders(resp.Header, req)
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		// a redirect followed by no one: its Location (which may repeat the
 		// identifier) is dropped, the status stays an error

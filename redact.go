@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/azsessions/azsessions/internal/wire"
 )
 
 // MaxErrorBodySize is how much of an error answer's body, in bytes (8 KiB),
@@ -126,6 +128,62 @@ func readErrorBody(body io.Reader, secrets []string) ([]byte, error) {
 		kept = fmt.Appendf(bytes.Clone(kept), "… (%d more bytes of the body not kept: MaxErrorBodySize)", dropped)
 	}
 	return kept, nil
+}
+
+// loggedHeaders are the answer's headers that azcore's log shows (the
+// client's AllowedHeaders) and that reach errors (x-ms-error-code is an
+// *azcore.ResponseError's ErrorCode, in its text).
+var loggedHeaders = []string{http.CanonicalHeaderKey("operation-id"), http.CanonicalHeaderKey(wire.ErrorCodeHeader)}
+
+// redactLoggedHeaders redacts the identifier and the token of req (every
+// form: secretPattern) in the values of loggedHeaders: a server that echoes
+// the identifier in its error code (x-ms-error-code: NotFound-<identifier>)
+// must not put it in errors (*azcore.ResponseError's ErrorCode and text,
+// whoever makes it: the pagers' azcore.FetcherForNextLink too) and logs
+// (red-team finding, redcli). The other headers are REDACTED by azcore's log
+// and in no error. It runs in guardTransport, below azcore's log policy and
+// above the client's reading of the error code (ranBefore, serviceNotFound),
+// so the redacted code keeps what those read in it (redactErrorCode).
+func redactLoggedHeaders(h http.Header, req *http.Request) {
+	var of []string // req's secrets, found when a header is there
+	for _, name := range loggedHeaders {
+		vs := h[name]
+		if len(vs) > 0 && of == nil {
+			of = secrets(req)
+		}
+		for i, v := range vs {
+			if name == loggedHeaders[1] {
+				vs[i] = redactErrorCode(v, of)
+			} else {
+				vs[i] = string(redactSecrets([]byte(v), of))
+			}
+		}
+	}
+}
+
+// redactErrorCode is redactSecrets for an x-ms-error-code value, keeping
+// what the client reads in it: a code that is one of the fixed words it
+// compares with (ExecutionResultForgotten: ranBefore; NotFound:
+// serviceNotFound) is public and kept as it is, even when a short
+// identifier happens to be part of it; and a code that names an execution
+// or an operation (serviceNotFound) still does once redacted, even when the
+// identifier overlapped that word.
+func redactErrorCode(v string, secrets []string) string {
+	if strings.EqualFold(v, codeExecutionResultForgotten) || strings.EqualFold(v, "NotFound") {
+		return v
+	}
+	red := string(redactSecrets([]byte(v), secrets))
+	if red == v {
+		return v
+	}
+	lower, redLower := strings.ToLower(v), strings.ToLower(red)
+	for _, word := range []string{"execution", "operation"} {
+		if strings.Contains(lower, word) && !strings.Contains(redLower, word) {
+			red = word + "-" + red
+			redLower = word + "-" + redLower
+		}
+	}
+	return red
 }
 
 // redactErrorResponse replaces resp's body by readErrorBody's.

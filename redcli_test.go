@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/stretchr/testify/require"
 )
@@ -431,4 +433,77 @@ func TestRedExecutionTriesIdentical(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRedErrorCodeHeaderEcho (red-team, redcli): a server that echoes the
+// session identifier in its x-ms-error-code header (allow-listed in azcore's
+// log, and an *azcore.ResponseError's ErrorCode and text) must not put it in
+// an error, the error's ErrorCode, or the log; nor in the operation-id
+// header (allow-listed too). The body was redacted already; the headers
+// were not.
+func TestRedErrorCodeHeaderEcho(t *testing.T) {
+	logged := captureLog(t)
+	for name, code := range map[string]string{
+		"verbatim":    "SessionNotFound:" + secretIdentifier,
+		"URL-escaped": "NotFound-" + url.QueryEscape(secretIdentifier+"/"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := setup(t, APIVersion20251002Preview, withCredential(), withFallback(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("x-ms-error-code", code)
+				w.Header().Set("operation-id", secretIdentifier)
+				writeJSON(w, http.StatusBadRequest, []byte(`{}`))
+			}))
+			s := p.client.Session(secretIdentifier)
+			ctx := context.Background()
+			calls := map[string]func() error{
+				"GetFile":      func() error { _, err := s.GetFile(ctx, "x", nil); return err },
+				"Execute":      func() error { _, err := s.Execute(ctx, "1", nil); return err },
+				"GetExecution": func() error { _, err := s.GetExecution(ctx, "op", nil); return err },
+				"ListFiles":    func() error { _, err := s.NewListFilesPager(nil).NextPage(ctx); return err },
+				"Get":          func() error { _, err := s.Get(ctx, nil); return err },
+				"Delete":       func() error { _, err := s.Delete(ctx, nil); return err },
+			}
+			for op, call := range calls {
+				err := call()
+				require.Error(t, err, op)
+				requireNoSecret(t, err.Error(), op)
+				var re *azcore.ResponseError
+				require.ErrorAs(t, err, &re, op)
+				requireNoSecret(t, re.ErrorCode, op+" ErrorCode")
+				require.NotEmpty(t, re.ErrorCode, op)
+			}
+		})
+	}
+	requireNoSecret(t, logged(), "azcore log")
+}
+
+// TestRedErrorCodeRedactionKeepsMeaning: the header's redaction keeps what
+// the client reads in the error code when the identifier happens to be part
+// of it: a 409 ExecutionResultForgotten still says the code ran (never a
+// plain refusal that a caller could send again), and a 404
+// ExecutionNotFound on a poll still says the outcome is unknown.
+func TestRedErrorCodeRedactionKeepsMeaning(t *testing.T) {
+	t.Run("ExecutionResultForgotten", func(t *testing.T) {
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("x-ms-error-code", "ExecutionResultForgotten")
+			writeJSON(w, http.StatusConflict, []byte(`{}`))
+		})
+		_, err := p.client.Session("Forgotten").Execute(context.Background(), "1", nil)
+		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+	})
+	t.Run("ExecutionNotFound", func(t *testing.T) {
+		p := setup(t, APIVersion20251002Preview)
+		p.handle("POST /executions", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusAccepted, []byte(`{"id":"`+r.Header.Get("operation-id")+`","status":"Running"}`))
+		})
+		p.handle("GET /executions/{id}", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("x-ms-error-code", "ExecutionNotFound")
+			writeJSON(w, http.StatusNotFound, []byte(`{}`))
+		})
+		poller, err := p.client.Session("cution").BeginExecute(context.Background(), "1", nil)
+		require.NoError(t, err)
+		_, err = poller.PollUntilDone(context.Background(), &runtime.PollUntilDoneOptions{Frequency: time.Millisecond})
+		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+	})
 }
