@@ -732,7 +732,9 @@ type DownloadFileToPathResponse struct {
 // any failure the temporary file is removed and localPath keeps its
 // previous content. An existing localPath is not replaced unless
 // DownloadFileToPathOptions.Overwrite is set: without it the call fails
-// before any I/O with an error matching os.ErrExist.
+// before any I/O with an error matching os.ErrExist. A localPath that is a
+// directory, or in a directory that cannot be written, fails before any I/O
+// too.
 func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string, options *DownloadFileToPathOptions) (DownloadFileToPathResponse, error) {
 	if options == nil {
 		options = &DownloadFileToPathOptions{}
@@ -744,16 +746,18 @@ func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string
 	if perm == 0 {
 		perm = 0o644
 	}
-	if !options.Overwrite {
-		if _, err := os.Lstat(localPath); err == nil {
+	if fi, err := os.Lstat(localPath); err == nil {
+		if fi.IsDir() {
+			// not even Overwrite replaces a directory (the rename fails)
+			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: %s is a directory", localPath)
+		}
+		if !options.Overwrite {
 			return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: %s: %w (set DownloadFileToPathOptions.Overwrite to replace it)", localPath, os.ErrExist)
 		}
 	}
-	resp, err := s.DownloadFile(ctx, name, nil)
-	if err != nil {
-		return DownloadFileToPathResponse{}, err
-	}
-	defer resp.Body.Close()
+	// The local file is made before the download is asked for, so that a
+	// local path that cannot be written (no such directory, no permission)
+	// fails before any I/O (red-team finding, redcli).
 	tmp, err := os.CreateTemp(filepath.Dir(localPath), "."+filepath.Base(localPath)+".*.part")
 	if err != nil {
 		return DownloadFileToPathResponse{}, err
@@ -765,6 +769,11 @@ func (s *Session) DownloadFileToPath(ctx context.Context, name, localPath string
 			os.Remove(tmp.Name())
 		}
 	}()
+	resp, err := s.DownloadFile(ctx, name, nil)
+	if err != nil {
+		return DownloadFileToPathResponse{}, err
+	}
+	defer resp.Body.Close()
 	n, err := io.Copy(tmp, resp.Body)
 	if err != nil {
 		return DownloadFileToPathResponse{}, fmt.Errorf("azsessions: download interrupted after %d bytes: %w", n, err)

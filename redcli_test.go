@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -506,4 +508,57 @@ func TestRedErrorCodeRedactionKeepsMeaning(t *testing.T) {
 		_, err = poller.PollUntilDone(context.Background(), &runtime.PollUntilDoneOptions{Frequency: time.Millisecond})
 		require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
 	})
+}
+
+// TestRedLocalPathsBeforeIO (red-team, redcli): the local side of the
+// path-based transfers is bad input as well: a download to a directory that
+// does not exist or onto a directory, and an upload of a missing file or a
+// directory, fail before any request, on every api-version. Before, the
+// download was asked for first and the local file made afterwards.
+func TestRedLocalPathsBeforeIO(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	cases := map[string]func(ctx context.Context, s *Session) error{
+		"DownloadFileToPath/no such directory": func(ctx context.Context, s *Session) error {
+			_, err := s.DownloadFileToPath(ctx, "x", filepath.Join(dir, "nodir", "g"), nil)
+			return err
+		},
+		"DownloadFileToPath/onto a directory": func(ctx context.Context, s *Session) error {
+			_, err := s.DownloadFileToPath(ctx, "x", dir, &DownloadFileToPathOptions{Overwrite: true})
+			return err
+		},
+		"DownloadFileToPath/existing file": func(ctx context.Context, s *Session) error {
+			_, err := s.DownloadFileToPath(ctx, "x", file, nil)
+			return err
+		},
+		"DownloadFileToPath/empty": func(ctx context.Context, s *Session) error {
+			_, err := s.DownloadFileToPath(ctx, "x", "", nil)
+			return err
+		},
+		"DownloadFileToPath/bad remote name": func(ctx context.Context, s *Session) error {
+			_, err := s.DownloadFileToPath(ctx, "../x", filepath.Join(dir, "h"), nil)
+			return err
+		},
+		"UploadFileFromPath/missing": func(ctx context.Context, s *Session) error {
+			_, err := s.UploadFileFromPath(ctx, "x", filepath.Join(dir, "missing"), nil)
+			return err
+		},
+		"UploadFileFromPath/directory": func(ctx context.Context, s *Session) error {
+			_, err := s.UploadFileFromPath(ctx, "x", dir, nil)
+			return err
+		},
+	}
+	for _, version := range allVersions {
+		for name, c := range cases {
+			t.Run(version+"/"+name, func(t *testing.T) {
+				p := setup(t, version)
+				require.Error(t, c(context.Background(), p.client.Session(testIdentifier)))
+				p.requireNoIO(t)
+			})
+		}
+	}
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "no temporary file is left: %v", left)
 }
