@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -85,8 +86,8 @@ func fileFromLegacy(p wire.LegacyFileProps) File {
 
 // splitFileName splits a file name given as "x.csv", "sub/dir/x.csv" or
 // "/mnt/data/sub/x.csv" into the directory relative to /mnt/data and the base
-// name. It rejects empty names, empty, "." and ".." segments, NUL bytes and
-// absolute paths outside /mnt/data.
+// name. It rejects empty names, empty, "." and ".." segments, control
+// characters, bytes that are not UTF-8 and absolute paths outside /mnt/data.
 func splitFileName(name string) (dir, base string, err error) {
 	rel, err := relativeDir(name)
 	if err != nil {
@@ -114,6 +115,12 @@ func relativeDir(p string) (string, error) {
 	}
 	if strings.ContainsFunc(rel, isControl) {
 		return "", fmt.Errorf("%w: %q contains a control character", ErrInvalidFileName, p)
+	}
+	if !utf8.ValidString(rel) {
+		// the service reads names as UTF-8 (multipart filename, JSON
+		// listings): each bad byte would become U+FFFD, another file's name
+		// (red-team finding, redcli)
+		return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidFileName, p)
 	}
 	for _, seg := range strings.Split(rel, "/") {
 		switch seg {

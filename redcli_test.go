@@ -165,6 +165,18 @@ func TestRedBadInputNoIO(t *testing.T) {
 			_, err := s.ResumeExecution("op", &ResumeExecutionOptions{OutputStreamsMaxLength: -1})
 			return err
 		},
+		"UploadFile/name not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.UploadFile(ctx, "r\xe9sum\xe9.txt", strings.NewReader("x"), nil)
+			return err
+		},
+		"GetFile/name not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.GetFile(ctx, bad, nil)
+			return err
+		},
+		"ListFiles/Path not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.NewListFilesPager(&ListFilesOptions{Path: bad}).NextPage(ctx)
+			return err
+		},
 		"UploadFile/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
 			_, err := s.UploadFile(ctx, "../x", strings.NewReader("x"), nil)
 			return err
