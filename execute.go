@@ -746,7 +746,16 @@ func (s *Session) executeHandleResponse(ctx context.Context, resp *http.Response
 			err = errors.New("the answer has no execution status")
 		}
 		if err == nil {
-			return legacyState(w, s.identifier), nil
+			state := legacyState(w, s.identifier)
+			if st := normalizeStatus(state.Status); !st.Terminal() {
+				// The legacy contract answers when the code has finished and
+				// has no GET executions/{id} to follow it: the poller would
+				// GET executions/ (no operation-id) and take any record for
+				// this execution's (red-team finding, redcli). The code may
+				// be running: its outcome is unknown.
+				return wire.ExecuteResponse{}, outcomeUnknown(ctx, "", fmt.Errorf("the service answered the synchronous execution with status %s, which the legacy contract cannot follow", st))
+			}
+			return state, nil
 		}
 	default:
 		var w wire.ExecuteResponse
@@ -1343,6 +1352,12 @@ func (p *executionPoller) Done() bool { return normalizeStatus(p.State.Status).T
 // Poll asks GET executions/{id} (idempotent: azcore's retries apply).
 func (p *executionPoller) Poll(ctx context.Context) (*http.Response, error) {
 	s := p.session
+	if p.OperationID == "" {
+		// nothing names the execution (GET executions/ is another resource):
+		// executeHandleResponse and checkResumeToken keep such a poller
+		// from polling; this is the last guard
+		return nil, &ExecutionOutcomeUnknownError{Err: errors.New("the execution has no operation-id to follow")}
+	}
 	req, err := s.newGetExecutionRequest(ctx, p.OperationID)
 	if err != nil {
 		return nil, err

@@ -574,3 +574,32 @@ func TestRedLocalPathsBeforeIO(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, left, 1, "no temporary file is left: %v", left)
 }
+
+// TestRedLegacyNonFinalAnswer (red-team, redcli): on the legacy contract
+// (POST code/execute, answered when the code has finished; no GET
+// executions/{id}), an answer whose status is Running or NotStarted made
+// the poller GET executions/ (no operation-id, a route the legacy
+// api-versions do not have) and return whatever record came back as the
+// execution's result. It is now ErrExecutionOutcomeUnknown, with no other
+// request.
+func TestRedLegacyNonFinalAnswer(t *testing.T) {
+	for _, version := range allVersions {
+		if !features(t, version).Legacy {
+			continue
+		}
+		for _, status := range []string{"Running", "NotStarted", "running"} {
+			t.Run(version+"/"+status, func(t *testing.T) {
+				p := setup(t, version, withFallback(func(w http.ResponseWriter, r *http.Request) {
+					writeJSON(w, http.StatusOK, []byte(`{"status":"Succeeded","result":{"stdout":"forged\n"}}`))
+				}))
+				p.handle("POST /code/execute", func(w http.ResponseWriter, r *http.Request) {
+					writeJSON(w, http.StatusOK, []byte(`{"properties":{"status":"`+status+`","stdout":"","stderr":"","result":""}}`))
+				})
+				resp, err := p.client.Session(testIdentifier).Execute(context.Background(), "1", nil)
+				require.ErrorIs(t, err, ErrExecutionOutcomeUnknown)
+				require.Empty(t, resp.Stdout)
+				require.Equal(t, 1, p.count(), "%v", p.seen)
+			})
+		}
+	}
+}
