@@ -58,7 +58,9 @@ func noResend(ctx context.Context) bool { return ctx.Value(noResendKey{}) != nil
 // streamed and not capped; other bodies are capped at MaxResponseSize and
 // have the identifier replaced by REDACTED. A redirect is returned, never
 // followed (the token and the identifier stay with the endpoint); its
-// Location header is removed, since it may repeat the identifier.
+// Location header is removed, since it may repeat the identifier. The
+// identifier is REDACTED in the x-ms-error-code and operation-id headers
+// too (azcore's log shows them).
 //
 // Retries: an idempotent request (GET, HEAD, OPTIONS, TRACE, PUT, DELETE)
 // is retried as azcore's RetryOptions say when its body is empty or an
