@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/stretchr/testify/require"
 )
@@ -82,154 +83,11 @@ func TestRedResumeTokenForged(t *testing.T) {
 // (the checks moved into the builders): the fake pool counts zero
 // requests, and no error names the session identifier.
 func TestRedBadInputNoIO(t *testing.T) {
-	type call func(ctx context.Context, c *Client, s *Session) error
-	bad := "ok\xffcode"
-	cases := map[string]call{
-		"Execute/invalid UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.Execute(ctx, "print(1)#"+bad, nil)
-			return err
-		},
-		"Execute/empty": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.Execute(ctx, "\n", &ExecuteOptions{OperationID: "red-op"})
-			return err
-		},
-		"Execute/timeout": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.Execute(ctx, "1", &ExecuteOptions{Timeout: DefaultExecutionTimeout + time.Nanosecond, OperationID: "red-op"})
-			return err
-		},
-		"Execute/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.Execute(ctx, "1", &ExecuteOptions{OutputStreamsMaxLength: -1, OperationID: "red-op"})
-			return err
-		},
-		"BeginExecute/invalid UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.BeginExecute(ctx, bad, nil)
-			return err
-		},
-		"BeginExecute/timeout": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.BeginExecute(ctx, "1", &BeginExecuteOptions{ExecuteOptions: ExecuteOptions{Timeout: -1}})
-			return err
-		},
-		"BeginExecute/bad ResumeToken": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.BeginExecute(ctx, "", &BeginExecuteOptions{ResumeToken: "not json"})
-			return err
-		},
-		"ExecuteShell/empty": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{}, &ExecuteShellOptions{OperationID: "red-op"})
-			return err
-		},
-		"ExecuteShell/both": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls", ExecCommandAndArgs: []string{"ls"}}, nil)
-			return err
-		},
-		"ExecuteShell/empty program": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ExecCommandAndArgs: []string{"", "x"}}, nil)
-			return err
-		},
-		"ExecuteShell/negative timeout": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls"}, &ExecuteShellOptions{Timeout: -time.Second})
-			return err
-		},
-		"ExecuteShell/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls"}, &ExecuteShellOptions{OutputStreamsMaxLength: -1})
-			return err
-		},
-		"ExecuteShell/bad OperationID": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls"}, &ExecuteShellOptions{OperationID: "a b"})
-			return err
-		},
-		"ExecuteShell/ShellCommand not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "rm /tmp/" + bad}, nil)
-			return err
-		},
-		"ExecuteShell/argument not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ExecCommandAndArgs: []string{"rm", bad}}, nil)
-			return err
-		},
-		"ExecuteShell/Stdin not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "cat", Stdin: bad}, nil)
-			return err
-		},
-		"GetExecution/empty": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.GetExecution(ctx, "", nil)
-			return err
-		},
-		"GetExecution/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.GetExecution(ctx, "..", nil)
-			return err
-		},
-		"ResumeExecution/CRLF": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ResumeExecution("a\r\nb", nil)
-			return err
-		},
-		"ResumeExecution/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.ResumeExecution("op", &ResumeExecutionOptions{OutputStreamsMaxLength: -1})
-			return err
-		},
-		"UploadFile/name not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.UploadFile(ctx, "r\xe9sum\xe9.txt", strings.NewReader("x"), nil)
-			return err
-		},
-		"GetFile/name not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.GetFile(ctx, bad, nil)
-			return err
-		},
-		"ListFiles/Path not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.NewListFilesPager(&ListFilesOptions{Path: bad}).NextPage(ctx)
-			return err
-		},
-		"UploadFile/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.UploadFile(ctx, "../x", strings.NewReader("x"), nil)
-			return err
-		},
-		"UploadFile/empty": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.UploadFile(ctx, "", strings.NewReader("x"), nil)
-			return err
-		},
-		"GetFile/outside": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.GetFile(ctx, "/etc/passwd", nil)
-			return err
-		},
-		"GetFile/NUL": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.GetFile(ctx, "a\x00b", nil)
-			return err
-		},
-		"DownloadFile/dot": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.DownloadFile(ctx, "a/./b", nil)
-			return err
-		},
-		"DownloadFile/trailing slash": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.DownloadFile(ctx, "a/", nil)
-			return err
-		},
-		"DeleteFile/empty segment": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.DeleteFile(ctx, "a//b", nil)
-			return err
-		},
-		"DeleteFile/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.DeleteFile(ctx, "..", nil)
-			return err
-		},
-		"ListFiles/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.NewListFilesPager(&ListFilesOptions{Path: "../etc"}).NextPage(ctx)
-			return err
-		},
-		"ListFiles/outside": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := s.NewListFilesPager(&ListFilesOptions{Path: "/etc"}).NextPage(ctx)
-			return err
-		},
-		"ListSessions/negative Skip": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := c.NewListSessionsPager(&ListSessionsOptions{Skip: -5}).NextPage(ctx)
-			return err
-		},
-		"ListContainerSessions/negative Skip": func(ctx context.Context, c *Client, s *Session) error {
-			_, err := c.NewListContainerSessionsPager(&ListContainerSessionsOptions{Skip: -5}).NextPage(ctx)
-			return err
-		},
-	}
+	cases := redBadInputCases()
 	// every session-scoped operation with an identifier the api-version
 	// refuses (it holds a space, a marker for "it leaked")
 	const badID = "leak MARKER identifier"
-	badIdentifier := map[string]call{
+	badIdentifier := map[string]redCall{
 		"Execute": func(ctx context.Context, c *Client, s *Session) error { _, err := s.Execute(ctx, "1", nil); return err },
 		"BeginExecute": func(ctx context.Context, c *Client, s *Session) error {
 			_, err := s.BeginExecute(ctx, "1", nil)
@@ -602,4 +460,187 @@ func TestRedLegacyNonFinalAnswer(t *testing.T) {
 			})
 		}
 	}
+}
+
+// redCall is one operation called with bad input.
+type redCall func(ctx context.Context, c *Client, s *Session) error
+
+// redBadInputCases are calls with bad input (on a valid identifier) that
+// every api-version refuses before any I/O.
+func redBadInputCases() map[string]redCall {
+	bad := "ok\xffcode"
+	return map[string]redCall{
+		"Execute/invalid UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.Execute(ctx, "print(1)#"+bad, nil)
+			return err
+		},
+		"Execute/empty": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.Execute(ctx, "\n", &ExecuteOptions{OperationID: "red-op"})
+			return err
+		},
+		"Execute/timeout": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.Execute(ctx, "1", &ExecuteOptions{Timeout: DefaultExecutionTimeout + time.Nanosecond, OperationID: "red-op"})
+			return err
+		},
+		"Execute/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.Execute(ctx, "1", &ExecuteOptions{OutputStreamsMaxLength: -1, OperationID: "red-op"})
+			return err
+		},
+		"BeginExecute/invalid UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.BeginExecute(ctx, bad, nil)
+			return err
+		},
+		"BeginExecute/timeout": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.BeginExecute(ctx, "1", &BeginExecuteOptions{ExecuteOptions: ExecuteOptions{Timeout: -1}})
+			return err
+		},
+		"BeginExecute/bad ResumeToken": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.BeginExecute(ctx, "", &BeginExecuteOptions{ResumeToken: "not json"})
+			return err
+		},
+		"ExecuteShell/empty": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{}, &ExecuteShellOptions{OperationID: "red-op"})
+			return err
+		},
+		"ExecuteShell/both": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls", ExecCommandAndArgs: []string{"ls"}}, nil)
+			return err
+		},
+		"ExecuteShell/empty program": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ExecCommandAndArgs: []string{"", "x"}}, nil)
+			return err
+		},
+		"ExecuteShell/negative timeout": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls"}, &ExecuteShellOptions{Timeout: -time.Second})
+			return err
+		},
+		"ExecuteShell/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls"}, &ExecuteShellOptions{OutputStreamsMaxLength: -1})
+			return err
+		},
+		"ExecuteShell/bad OperationID": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "ls"}, &ExecuteShellOptions{OperationID: "a b"})
+			return err
+		},
+		"ExecuteShell/ShellCommand not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "rm /tmp/" + bad}, nil)
+			return err
+		},
+		"ExecuteShell/argument not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ExecCommandAndArgs: []string{"rm", bad}}, nil)
+			return err
+		},
+		"ExecuteShell/Stdin not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ExecuteShell(ctx, ShellExecution{ShellCommand: "cat", Stdin: bad}, nil)
+			return err
+		},
+		"GetExecution/empty": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.GetExecution(ctx, "", nil)
+			return err
+		},
+		"GetExecution/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.GetExecution(ctx, "..", nil)
+			return err
+		},
+		"ResumeExecution/CRLF": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ResumeExecution("a\r\nb", nil)
+			return err
+		},
+		"ResumeExecution/negative OutputStreamsMaxLength": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.ResumeExecution("op", &ResumeExecutionOptions{OutputStreamsMaxLength: -1})
+			return err
+		},
+		"UploadFile/name not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.UploadFile(ctx, "r\xe9sum\xe9.txt", strings.NewReader("x"), nil)
+			return err
+		},
+		"GetFile/name not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.GetFile(ctx, bad, nil)
+			return err
+		},
+		"ListFiles/Path not UTF-8": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.NewListFilesPager(&ListFilesOptions{Path: bad}).NextPage(ctx)
+			return err
+		},
+		"UploadFile/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.UploadFile(ctx, "../x", strings.NewReader("x"), nil)
+			return err
+		},
+		"UploadFile/empty": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.UploadFile(ctx, "", strings.NewReader("x"), nil)
+			return err
+		},
+		"GetFile/outside": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.GetFile(ctx, "/etc/passwd", nil)
+			return err
+		},
+		"GetFile/NUL": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.GetFile(ctx, "a\x00b", nil)
+			return err
+		},
+		"DownloadFile/dot": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.DownloadFile(ctx, "a/./b", nil)
+			return err
+		},
+		"DownloadFile/trailing slash": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.DownloadFile(ctx, "a/", nil)
+			return err
+		},
+		"DeleteFile/empty segment": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.DeleteFile(ctx, "a//b", nil)
+			return err
+		},
+		"DeleteFile/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.DeleteFile(ctx, "..", nil)
+			return err
+		},
+		"ListFiles/dot-dot": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.NewListFilesPager(&ListFilesOptions{Path: "../etc"}).NextPage(ctx)
+			return err
+		},
+		"ListFiles/outside": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := s.NewListFilesPager(&ListFilesOptions{Path: "/etc"}).NextPage(ctx)
+			return err
+		},
+		"ListSessions/negative Skip": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := c.NewListSessionsPager(&ListSessionsOptions{Skip: -5}).NextPage(ctx)
+			return err
+		},
+		"ListContainerSessions/negative Skip": func(ctx context.Context, c *Client, s *Session) error {
+			_, err := c.NewListContainerSessionsPager(&ListContainerSessionsOptions{Skip: -5}).NextPage(ctx)
+			return err
+		},
+	}
+}
+
+// countingCredential counts the tokens asked for.
+type countingCredential struct{ n atomic.Int32 }
+
+func (c *countingCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	c.n.Add(1)
+	return azcore.AccessToken{Token: fakeToken, ExpiresOn: time.Now().Add(time.Hour)}, nil
+}
+
+// TestRedBadInputNoToken: bad input asks for no token either (a token is
+// I/O to Microsoft Entra ID, and a credential that fails would hide the
+// input's own error), on every api-version.
+func TestRedBadInputNoToken(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	for _, version := range allVersions {
+		cred := &countingCredential{}
+		co := &ClientOptions{}
+		co.APIVersion, co.InsecureAllowCredentialWithHTTP = version, true
+		c, err := NewClient(srv.URL+poolPath, cred, co)
+		require.NoError(t, err)
+		for name, call := range redBadInputCases() {
+			require.Error(t, call(context.Background(), c, c.Session(testIdentifier)), "%s %s", version, name)
+			require.Zero(t, cred.n.Load(), "%s %s asked for a token", version, name)
+		}
+	}
+	require.Zero(t, requests.Load())
 }
