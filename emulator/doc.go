@@ -101,8 +101,11 @@
 // Limits: outputStreamsMaxLength (2025-10-02-preview) may be at most
 // MaxOutputStreamsMaxLength (1 Mi characters); a larger value is refused with 400
 // SessionRequestValidationFailed, never clamped. Each session runs one
-// execution at a time and queues at most Options.MaxQueuedExecutions more
-// (default 32); beyond that 429 TooManyRequests with Retry-After: 1. An
+// execution at a time, in the order the requests were accepted (an
+// asynchronous execution accepted before a synchronous one runs first; the
+// emulator's guess: the service's queue order is not documented), and
+// queues at most Options.MaxQueuedExecutions more (default 32); beyond that
+// 429 TooManyRequests with Retry-After: 1. An
 // execution body is at most 16 MiB, an upload Options.MaxUploadBytes; a body
 // that sends nothing for Options.BodyReadTimeout (default 1 min) fails with
 // 400. timeoutInSeconds and outputStreamsMaxLength are int32: a value out of

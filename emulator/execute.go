@@ -241,6 +241,7 @@ func (h *Handler) execute(c *call) *apiError {
 		hashed, _ = json.Marshal(ep.shell)
 	}
 	hash := sha256.Sum256(hashed)
+	var prev, mine chan struct{} // the execution's turn (see session.turn)
 	s.execMu.Lock()
 	e, known := s.execs[id]
 	if t, ok := s.tombs[id]; ok && !known {
@@ -262,6 +263,8 @@ func (h *Handler) execute(c *call) *apiError {
 			return errorf(http.StatusTooManyRequests, CodeTooManyRequests, "the session already has %d executions waiting; retry after the running ones end", h.opt.MaxQueuedExecutions)
 		}
 		s.pending++
+		prev, mine = s.turn, make(chan struct{})
+		s.turn = mine
 		e = &execution{id: id, async: ep.async, jupyter: ep.jupyter, shell: ep.shell != nil, typ: ep.typ, codeHash: hash, done: make(chan struct{}), status: wire.StatusRunning}
 		s.recordLocked(e, h.opt.MaxRecordedBytes, h.opt.Now().UTC())
 	}
@@ -271,7 +274,7 @@ func (h *Handler) execute(c *call) *apiError {
 		h.wg.Add(1)
 		// The deprecated OutputMaxLength is set too, for Executors that read it.
 		//lint:ignore SA1019 see above
-		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputStreamsMaxLength: ep.outputMax, OutputMaxLength: ep.outputMax, Shell: ep.shell})
+		go h.run(s, e, ExecutionRequest{Code: ep.code, Timeout: ep.timeout, OutputStreamsMaxLength: ep.outputMax, OutputMaxLength: ep.outputMax, Shell: ep.shell}, prev, mine)
 	}
 	h.setOperationHeaders(c, id)
 	if ep.async {
@@ -287,8 +290,12 @@ func (h *Handler) execute(c *call) *apiError {
 	return nil
 }
 
-// run executes e on the session's kernel after the executions queued before it.
-func (h *Handler) run(s *session, e *execution, req ExecutionRequest) {
+// run executes e on the session's kernel after the executions accepted
+// before it: it waits for prev, its predecessor's turn, and closes mine, its
+// own, when it is done with the kernel (see session.turn). The order is
+// taken when the request is accepted, not when this goroutine first runs:
+// an asynchronous execution accepted before a synchronous one runs first.
+func (h *Handler) run(s *session, e *execution, req ExecutionRequest, prev <-chan struct{}, mine chan<- struct{}) {
 	defer h.wg.Done()
 	defer close(e.done)           // third: the answer goes out after the release
 	defer h.pool.release(s, true) // second
@@ -304,13 +311,17 @@ func (h *Handler) run(s *session, e *execution, req ExecutionRequest) {
 		size := int64(len(res.Stdout)+len(res.Stderr)+len(res.Value)) + recordOverhead
 		h.pool.finished(s, e, size, h.opt.MaxRecordedBytes)
 	}
+	if h.runHook != nil {
+		h.runHook(e.id)
+	}
 	select {
-	case s.queue <- struct{}{}:
+	case <-prev:
 	case <-s.ctx.Done():
+		close(mine)
 		finish(wire.StatusCanceled, ExecutionResult{Status: Canceled, Stderr: "the session ended before the execution started"}, false)
 		return
 	}
-	defer func() { <-s.queue }()
+	defer close(mine)
 	if s.ctx.Err() != nil {
 		finish(wire.StatusCanceled, ExecutionResult{Status: Canceled, Stderr: "the session ended before the execution started"}, false)
 		return

@@ -1,6 +1,7 @@
 package emulator_test
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -288,4 +289,44 @@ func TestExecuteQueuePerSession(t *testing.T) {
 	e.script.release("b")
 	<-done
 	<-done
+}
+
+// TestExecutionsRunInAcceptedOrder: an asynchronous execution accepted
+// before a synchronous one on the same session runs first even when its
+// goroutine reaches the session after the second one's (the run hook holds
+// it until then). Before, executions took the session's kernel in the order
+// their goroutines got to it: the second could run first, and
+// TestFaultForgottenAsyncResultUnknown (root package), which counts on the
+// order, failed 1 run in a few at -parallel 4.
+func TestExecutionsRunInAcceptedOrder(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	e := newEnv(t, emulator.Options{Executor: emulator.ScriptedExecutor(func(_ context.Context, code string) emulator.ExecutionResult {
+		mu.Lock()
+		order = append(order, code)
+		mu.Unlock()
+		return emulator.ExecutionResult{Stdout: code}
+	})})
+	secondIn := make(chan struct{})
+	letFirstGo := sync.OnceFunc(func() { close(secondIn) })
+	t.Cleanup(letFirstGo) // registered after newEnv's: runs before the handler's Close
+	e.h.SetRunHook(func(id string) {
+		switch id {
+		case "first":
+			<-secondIn // the second execution's goroutine is on its way to the kernel
+		case "second":
+			letFirstGo()
+		}
+	})
+	const v = "2025-10-02-preview"
+	r := e.postJSON("executions", qv(v, "fifo"), execBody("first", "executionType", "Asynchronous"), map[string]string{"operation-id": "first"})
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	r = e.postJSON("executions", qv(v, "fifo"), execBody("second"), map[string]string{"operation-id": "second"})
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"first", "second"}, order)
 }

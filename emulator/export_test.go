@@ -20,3 +20,7 @@ func (h *Handler) RecordedBytes() (account, sum int64) {
 // TombstoneSize is what a forgotten execution's tombstone is counted for in
 // the record budgets.
 const TombstoneSize = tombstoneSize
+
+// SetRunHook sets the function each execution's goroutine runs first, with
+// the execution's operation-id (Handler.runHook).
+func (h *Handler) SetRunHook(f func(operationID string)) { h.runHook = f }

@@ -313,6 +313,11 @@ type Handler struct {
 
 	bodyMu    sync.Mutex
 	bodyBytes int64 // execution bodies reserved (reserveBody)
+
+	// runHook, when set, runs first in each execution's goroutine with the
+	// execution's operation-id (tests: delays it to prove the order is
+	// taken when the request is accepted).
+	runHook func(operationID string)
 }
 
 // NewHandler checks the options, fills in defaults and starts the janitor

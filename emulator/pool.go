@@ -113,7 +113,7 @@ func (p *pool) acquire(id string, create bool) (*session, error) {
 		s = &session{
 			id: id, etag: uuid.New(), createdAt: now.UTC(), lastAccess: now.UTC(),
 			ready: make(chan struct{}), ctx: ctx, cancel: cancel,
-			queue: make(chan struct{}, 1), execs: map[string]*execution{},
+			turn: closedTurn(), execs: map[string]*execution{},
 			budget: &p.records,
 		}
 		p.sessions[id] = s

@@ -27,7 +27,11 @@ type session struct {
 
 	ctx    context.Context // canceled when the session ends
 	cancel context.CancelFunc
-	queue  chan struct{} // one execution at a time
+	// turn is closed when the last execution accepted so far is done with
+	// the kernel: each execution waits for its predecessor's turn channel
+	// (given it under execMu when accepted) and closes its own, so they run
+	// one at a time in the order they were accepted.
+	turn chan struct{}
 
 	execMu       sync.Mutex
 	execs        map[string]*execution
@@ -201,4 +205,11 @@ func (h *Handler) janitor() {
 			h.Sweep()
 		}
 	}
+}
+
+// closedTurn is the turn of a session's first execution: nothing before it.
+func closedTurn() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
