@@ -883,6 +883,28 @@ func (p *proc) alive() bool {
 	}
 }
 
+// killGroup SIGKILLs the process group the driver's process leads
+// (Setpgid), unless that process was reaped already: its pid, the group's
+// id, is then free, and pids wrap (32768 on many hosts, a few seconds of
+// sandbox starts under load), so a kill long after the process died (a
+// ready sandbox found dead by NewKernel, a session's dead kernel restarted
+// on its next execution, Close) would SIGKILL whatever group holds that id
+// by then: another session's sandbox (TestEscapeForkBomb's kernel died
+// "killed by signal killed" in 1 of 3 full runs) or any process group of the
+// host, as root. What the group left behind is in the sandbox's cgroups
+// (cgroupSet.kill) or died with bwrap's pid namespace; only mode none
+// without cgroups can leave an orphan then. The leader may be reaped
+// between the check and the kill, but the kernel hands its pid out again
+// only after the pid counter has wrapped, not within that moment.
+func (p *proc) killGroup() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
+
 // kill stops the process and everything it started, and waits for the
 // goroutines that serve it. It is idempotent and does not remove the data
 // dir. A gVisor container whose cgroup it saw empty has its runsc state
@@ -891,8 +913,8 @@ func (p *proc) kill() {
 	p.once.Do(func() {
 		close(p.dead)
 		if p.cmd.Process != nil {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			_ = p.cmd.Process.Kill()
+			p.killGroup()
+			_ = p.cmd.Process.Kill() // after Wait, Go sends nothing
 		}
 		empty := p.cg.kill(3 * time.Second)
 		select {
