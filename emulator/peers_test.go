@@ -167,6 +167,7 @@ func TestPeerClientCaptures(t *testing.T) {
 		}
 		ident := "peer-" + strings.TrimSuffix(filepath.Base(f), ".json") + "-" + uuid.New()[:8]
 		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel() // each client on its own session
 			for _, p := range pc.Pairs {
 				replayPeerPair(t, e, pc.Client, ident, p)
 			}

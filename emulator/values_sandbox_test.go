@@ -122,17 +122,21 @@ func TestTimeoutOverHTTP(t *testing.T) {
 	require.EqualValues(t, 1, e.exec(v, "timeouts", "kept", nil).json(t)["result"].(map[string]any)["executionResult"])
 
 	// The client's Execution tells the caller, on both contracts (the
-	// legacy one has no error object: the client goes by the time).
+	// legacy one has no error object: the client goes by the time). One
+	// session per contract, timing out beside the other.
 	for _, version := range []string{azsessions.APIVersion20240202Preview, azsessions.APIVersion20251002Preview} {
-		client, err := azsessions.NewClientWithNoCredential(e.srv.URL+e.h.PoolPath(), &azsessions.ClientOptions{
-			ClientOptions: azcore.ClientOptions{APIVersion: version, Transport: e.srv.Client()},
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			client, err := azsessions.NewClientWithNoCredential(e.srv.URL+e.h.PoolPath(), &azsessions.ClientOptions{
+				ClientOptions: azcore.ClientOptions{APIVersion: version, Transport: e.srv.Client()},
+			})
+			require.NoError(t, err)
+			resp, err := client.Session("timeouts-client-"+version).Execute(context.Background(), "import time\ntime.sleep(30)", &azsessions.ExecuteOptions{Timeout: time.Second})
+			require.NoError(t, err)
+			require.Equal(t, azsessions.ExecutionStatusFailed, resp.Status)
+			require.True(t, resp.TimedOut(), "stderr %q, code %q", resp.Stderr, resp.ErrorCode)
+			require.NotContains(t, resp.Stderr, "driver.py")
 		})
-		require.NoError(t, err)
-		resp, err := client.Session("timeouts-client").Execute(context.Background(), "import time\ntime.sleep(30)", &azsessions.ExecuteOptions{Timeout: time.Second})
-		require.NoError(t, err, version)
-		require.Equal(t, azsessions.ExecutionStatusFailed, resp.Status, version)
-		require.True(t, resp.TimedOut(), "%s: stderr %q, code %q", version, resp.Stderr, resp.ErrorCode)
-		require.NotContains(t, resp.Stderr, "driver.py", version)
 	}
 }
 
