@@ -239,7 +239,18 @@ def start_preload(mods):
     if not mods:
         reply({"preloaded": [], "preload_ms": 0.0})
         return
-    threading.Thread(target=_preload, args=(mods,), name="azsessions-preload", daemon=True).start()
+    try:
+        threading.Thread(target=_preload, args=(mods,), name="azsessions-preload", daemon=True).start()
+    except RuntimeError:
+        # No thread to be had (a cell holds the sandbox at its process
+        # limit): nothing is preloaded, cells import what they need. The
+        # reader thread, which starts a held preload, must not die of it: it
+        # alone reads the requests.
+        try:
+            tighten_as_limit()
+        except BaseException:  # noqa
+            pass
+        reply({"preloaded": [], "preload_ms": 0.0})
 
 
 # ---------------------------------------------------------------- figures

@@ -187,6 +187,9 @@ type Options struct {
 	noFontCache bool
 	// noCgroup disables cgroups, as on a machine without them (tests).
 	noCgroup bool
+	// holdPreloads keeps every held preload held (tests start it with
+	// proc.startPreload themselves).
+	holdPreloads bool
 	// noSelfTest skips New's self-test start when Ready is 0 (tests whose
 	// executor starts its first kernel at once anyway: a sandbox that
 	// cannot start fails that start instead; with Ready > 0 the self-test's

@@ -272,3 +272,35 @@ func TestPreloadHeldWhileStartsWait(t *testing.T) {
 		})
 	}
 }
+
+// TestPreloadThreadRefused: a held preload released while no thread can be
+// started (a cell holds the sandbox at its process limit; simulated by a
+// Thread.start that refuses the preload's thread) ends with nothing
+// preloaded, and the kernel keeps taking cells. Before, start_preload's
+// RuntimeError killed the driver's reader thread, which alone reads the
+// requests: the next cell could not be sent and the kernel was killed
+// ("killed by signal killed"; TestEscapeForkBomb, 2 of 30 full runs).
+func TestPreloadThreadRefused(t *testing.T) {
+	t.Parallel()
+	requireSandbox(t, true)
+	requireRoot(t) // the preload is held only with a memory cgroup
+	e, err := newExecutor(Options{Ready: 0, Preload: []string{"numpy"}, MemoryLimitBytes: testMemory, killGrace: testGrace, holdPreloads: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	if e.cg == nil || e.cg.memory == "" {
+		requireCgroupController(t, "memory")
+	}
+	k := newKernel(t, e)
+	require.True(t, k.p.gated, "the driver holds its preload")
+	requireOK(t, k, `import threading
+_start = threading.Thread.start
+def _refuse(self):
+    if self.name == "azsessions-preload":
+        raise RuntimeError("can't start new thread")
+    return _start(self)
+threading.Thread.start = _refuse`)
+	k.p.startPreload()
+	require.Eventually(t, k.p.preloadDone, 30*time.Second, 10*time.Millisecond, "no preloaded reply: the reader thread died")
+	res := requireOK(t, k, "threading.Thread.start = _start\n1")
+	require.JSONEq(t, `1`, string(res.Value))
+}

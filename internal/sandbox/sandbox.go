@@ -1175,7 +1175,7 @@ func (e *Executor) holdPreloadLocked(p *proc) {
 // releasePreloadsLocked lets the held preloads begin when no NewKernel call
 // waits for a start, at most e.slots at a time. e.mu must be held.
 func (e *Executor) releasePreloadsLocked() {
-	if len(e.waiters) > 0 || len(e.held) == 0 {
+	if len(e.waiters) > 0 || len(e.held) == 0 || e.opts.holdPreloads {
 		return
 	}
 	held := e.held
