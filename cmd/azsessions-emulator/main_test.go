@@ -364,6 +364,7 @@ func TestReadyCap(t *testing.T) {
 // 20th got 404 NoSessionsAvailable. Root is needed for the cgroups (without
 // them each sandbox still counts at its limit, see sandbox.Options).
 func TestRunBurst(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t) // the pool under a burst of sessions
 	t.Parallel() // it mostly waits for its sandboxes
 	testenv.NeedSandbox(t, "IPython", "numpy")
 	if os.Geteuid() != 0 {

@@ -119,6 +119,7 @@ func TestTmpChargedToSandbox(t *testing.T) {
 // memory the sandboxes use, and the kernel caps their sum
 // (TestEscapePoolMemory).
 func TestEscapePoolExhaustion(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		// Budgets: two kernels counted at their limits; measured, a few
@@ -249,6 +250,7 @@ func poolMemoryStat(t *testing.T, e *Executor, v1, v2 string) int64 {
 // budget; on gVisor 3 × 600 MiB in 1.5 GiB, as before, see below). The
 // budget is small so that little memory is filled.
 func TestEscapePoolMemory(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
@@ -311,6 +313,7 @@ func TestEscapePoolMemory(t *testing.T) {
 // processes. bwrap only: a gVisor sandbox's host tasks are its Sentry's
 // threads, which its own pids group bounds the same way.
 func TestEscapePoolTasks(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	requireSandbox(t, true)
@@ -361,6 +364,7 @@ len(procs)`, each)
 // new kernel's reserve (min(MaxDataDirBytes, MaxFileSizeBytes)) fit in the
 // pool, two sessions' files do not.
 func TestEscapePoolDisk(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		const file, files = 3 << 19, 5 // 7.5 MiB each, under the 10 MiB of one kernel
@@ -621,6 +625,7 @@ func lastBytes(s string, n int) string {
 // without preload) wait beside one session whose cell takes the pool ~32 MiB
 // past its budget.
 func TestReadySandboxesOOMKilledFirst(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireSandbox(t, true)
 	requireRoot(t)

@@ -284,6 +284,7 @@ func findProcs(t *testing.T, s string) []int {
 // TestRlimitsWithoutCgroups checks the limits that remain on a machine where
 // no cgroup can be created.
 func TestRlimitsWithoutCgroups(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireSandbox(t, true)
 	e, err := newExecutor(Options{Ready: 0, noCgroup: true, noPreload: true, MemoryLimitBytes: testMemory, MaxFileSizeBytes: testFileSize})
@@ -837,6 +838,7 @@ print(sorted(os.listdir('/mnt/data')))`)
 // ~320 MiB of emulator heap per session, charged to no sandbox), and the
 // session keeps working.
 func TestEscapeReplyFlood(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	forEachBackendAlone(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))
 		requireOK(t, k, `import os, threading

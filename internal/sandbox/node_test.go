@@ -207,6 +207,7 @@ func TestNodeKernel(t *testing.T) {
 // the memory limit stops Node.js; both are restarted by the next execution
 // (files kept).
 func TestNodeKernelRestarts(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireSandbox(t, true)
 	k := newKernel(t, sharedNode(t, nodeOptions(ModeBwrap)))
@@ -307,6 +308,7 @@ func nodePath(t *testing.T) string {
 // forged value never reaches the Result. The largest real reply (1 Mi
 // control characters: 6 bytes each in JSON) still passes.
 func TestNodeForgedReplyBounded(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	// Alone when gVisor runs: a 20 MiB line through gVisor's socket beside
 	// other sandboxes' work took over a minute on the loaded 2-core machine
 	// (12 s alone). Without it (the quick loop) nothing needs the machine
@@ -394,6 +396,7 @@ func TestReplyWithinContract(t *testing.T) {
 // and the forged value never reaches the Result. It measures nothing
 // host-wide: it runs beside other tests.
 func TestPythonForgedReplyBounded(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, opts Options) {
 		k := newKernel(t, sharedFor(t, opts))

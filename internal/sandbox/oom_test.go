@@ -30,6 +30,7 @@ import (
 // largest resident set) or any of the three (gVisor: dmesg of
 // TestEscapePoolMemory/gvisor).
 func TestPoolOOMKillsLargestSandbox(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
@@ -88,6 +89,7 @@ func TestPoolOOMKillsLargestSandbox(t *testing.T) {
 // the policy turned it off: before each sandbox turned it on again, the
 // cell's processes waited at the limit until the execution timed out.
 func TestPoolOOMPolicyKeepsSandboxLimit(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
@@ -136,6 +138,7 @@ func ownLimitExecutor(t *testing.T, opts Options) *Executor {
 // still holds page cache that reclaim then frees: no kill is needed, and
 // the next write must find room all the same.
 func TestPoolOOMKernelCharges(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, poolOOMKernelCharges)
@@ -284,6 +287,7 @@ func TestPoolOOMWarnsDataDirInMemory(t *testing.T) {
 // reclaimable, and a kill frees it. gVisor keeps a sandbox's file cache in
 // its Sentry's memory file (counted either way).
 func TestPoolOOMCountsPinnedPageCache(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	forEachBackend(t, func(t *testing.T, opts Options) {
@@ -376,6 +380,7 @@ func TestMemoryLimitDeathSaysWhy(t *testing.T) {
 // "The kernel died (killed: ...)" on the victim's next cell). The kill is
 // left out here: only the flag is set, as it is when the kill begins.
 func TestOOMVictimNotReused(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireRoot(t)
 	k := newKernel(t, shared(t))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/testenv"
 )
 
 // poolExecutor is an executor of plain processes (mode none: the fastest
@@ -37,6 +39,7 @@ func poolExecutor(t *testing.T, o Options) (e *Executor, peak *atomic.Int32) {
 // list grows with the concurrent demand (up to the ready cap) and
 // refills.
 func TestPoolBurst(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	e, peak := poolExecutor(t, Options{Ready: 1, readyDecay: time.Hour})
 	start := time.Now()

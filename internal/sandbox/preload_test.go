@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
 )
 
 func TestPreloadList(t *testing.T) {
@@ -41,6 +42,7 @@ var allPreload = []string{"numpy", "pandas", "matplotlib.pyplot"}
 // cell then, an import of a module being preloaded waits for it, and the
 // address-space limit is tightened once the preload is done.
 func TestBackgroundPreload(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireSandbox(t, true)
 	e, err := newExecutor(Options{Ready: 0, Preload: allPreload, MemoryLimitBytes: testMemory, killGrace: testGrace})
@@ -193,6 +195,7 @@ func roomAndState(t *testing.T, k *Kernel) (room int64, state string) {
 // preload's looser address-space limit; once no call waits, the held
 // preloads begin, end, and the limit is tightened.
 func TestPreloadHeldWhileStartsWait(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	for _, mode := range []string{ModeBwrap, ModeGvisor} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == ModeGvisor {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/azsessions/azsessions/internal/testenv"
 )
 
 // TestReadyCap: the most ready kernels demand may raise the target to is
@@ -250,6 +252,7 @@ func closeAll(t *testing.T, kernels []*Kernel) {
 // call returns while the pool's starts are held); a burst of 9 raises the
 // target only to the cap (MaxReady 6), and the ready list refills to 6.
 func TestReadyAdaptsToBursts(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	g := newGatedPool(t, Options{Ready: 2, MaxReady: 6}, nil)
 	require.Equal(t, 6, g.ReadyCap())
@@ -305,6 +308,7 @@ func TestReadyAdaptsToBursts(t *testing.T) {
 // has refilled to the cap, Capacity sessions still get a kernel (from it),
 // one more gets ErrPoolFull.
 func TestReadyWithinCapacity(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	var (
 		mu   sync.Mutex

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
 )
 
 // TestHostileCellsAndInterruptResend: session code that fights the cancel
@@ -27,6 +28,7 @@ import (
 // (1 of 3 quick-loop runs on a slower machine), and the test did not test
 // the kill.
 func TestHostileCellsAndInterruptResend(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireSandbox(t, true)
 	const grace = 2 * time.Second

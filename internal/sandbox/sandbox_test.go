@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/azsessions/azsessions/internal/kernel"
+	"github.com/azsessions/azsessions/internal/testenv"
 )
 
 func TestInfo(t *testing.T) {
@@ -400,6 +401,7 @@ func TestOtherInterpreter(t *testing.T) {
 // TestFallbackRunner runs cells through the driver's stdlib runner (ast +
 // exec/eval), used when IPython is not importable.
 func TestFallbackRunner(t *testing.T) {
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel()
 	requireSandbox(t, true)
 	e, err := newExecutor(Options{Ready: 0, noIPython: true, noPreload: true})
