@@ -90,7 +90,9 @@
 // directory is 404 FileNotFound "file not found", the same answer in every
 // case, so that code in a session cannot probe the host's paths; ".." and
 // absolute paths outside /mnt/data are 400. Files are opened with O_NONBLOCK
-// and checked after the open, so nothing swapped in can block a request.
+// and checked after the open, so nothing swapped in can block a request (a
+// file that session code holds a write lease on, fcntl F_SETLEASE, is 404 at
+// once instead of blocking the download for lease-break-time, 45 s).
 // Upload names and paths must be UTF-8 without control characters (400);
 // listings leave out names that are not UTF-8 or contain control characters
 // (code can create them; JSON cannot name them faithfully). On

@@ -390,8 +390,10 @@ func openDir(root *os.Root, dir string) (*os.File, error) {
 }
 
 // openRegular opens a regular file of the data directory for reading. It
-// opens with O_NONBLOCK, so that a FIFO or device swapped in after a stat
-// cannot block the request, and checks the type of what it opened (fstat):
+// opens with O_NONBLOCK, so that a FIFO or device swapped in after a stat,
+// or a write lease session code holds on the file (EWOULDBLOCK instead of
+// 45 s of lease-break-time; TestLeasedFileNeverBlocks), cannot block the
+// request, and checks the type of what it opened (fstat):
 // anything but a regular file is not found. O_NONBLOCK does not change how
 // regular files read.
 func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
