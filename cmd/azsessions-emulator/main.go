@@ -75,6 +75,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -275,7 +276,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if c.sandbox == emulator.SandboxNone {
-		log.Warn("-sandbox=none: code runs WITHOUT ANY ISOLATION as the current user, with its network and files; use it only for trusted code")
+		if os.Geteuid() == 0 {
+			// As root, code runs as -sandbox-user: the owner of the user
+			// namespace of every bwrap sandbox run as that account on this
+			// host, other emulators' included (red team: it read and wrote
+			// their /mnt/data through /proc/<pid>/root and read their
+			// drivers' memory).
+			log.Warn("-sandbox=none: code runs WITHOUT ANY ISOLATION as -sandbox-user (" + cmp.Or(c.sandboxUser, "nobody") + "), with its network and files, and can enter every bwrap sandbox that runs as that account on this host (other emulators' sessions included); use it only for trusted code, and give sandboxing emulators another -sandbox-user")
+		} else {
+			log.Warn("-sandbox=none: code runs WITHOUT ANY ISOLATION as the current user, with its network and files; use it only for trusted code")
+		}
 	}
 	// Listen first: a busy or refused address fails at once, before any
 	// sandbox starts.

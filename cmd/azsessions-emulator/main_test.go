@@ -427,3 +427,29 @@ func TestRunBurst(t *testing.T) {
 		t.Fatal("run did not return after cancel")
 	}
 }
+
+// TestNoneWarnsWhoRunsTheCode (red team): as root, -sandbox=none runs code as
+// -sandbox-user, the owner of every bwrap sandbox run as that account on the
+// host (its code read and wrote another emulator's sessions' /mnt/data); the
+// warning says so instead of "as the current user". It is logged before the
+// listen, which the invalid address then fails without starting anything.
+func TestNoneWarnsWhoRunsTheCode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		user string
+	}{
+		{nil, "nobody"},
+		{[]string{"-sandbox-user", "65533"}, "65533"},
+	} {
+		var stderr bytes.Buffer
+		args := append([]string{"-sandbox=none", "-addr", "256.0.0.1:0"}, tc.args...)
+		require.Error(t, run(context.Background(), args, io.Discard, &stderr, nil))
+		if os.Geteuid() != 0 {
+			require.Contains(t, stderr.String(), "as the current user")
+			continue
+		}
+		require.Contains(t, stderr.String(), "as -sandbox-user ("+tc.user+")")
+		require.Contains(t, stderr.String(), "can enter every bwrap sandbox that runs as that account on this host")
+	}
+}

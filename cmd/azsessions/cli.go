@@ -139,6 +139,11 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 		}
 		if c.sandbox == emulator.SandboxNone {
 			fmt.Fprintln(c.stderr, "azsessions: warning: the emulator runs code WITHOUT isolation (--sandbox=none): trusted code only")
+			if os.Geteuid() == 0 {
+				// As root the code runs as nobody, which owns every bwrap
+				// sandbox run as nobody on this host (red team).
+				fmt.Fprintln(c.stderr, "azsessions: warning: as root it runs as nobody, and can enter every bwrap sandbox that runs as nobody on this host (other emulators' sessions included)")
+			}
 		}
 		if c.verb != nil && c.verb.name != "shell" && c.verb.name != "exec" && c.verb.name != "sh" {
 			// Files and sessions of a one-command emulator are gone when the
