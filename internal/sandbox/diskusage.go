@@ -72,8 +72,9 @@ func diskUsage(dir string, maxEntries int64) (usage, error) {
 
 // diskUsageOwned is diskUsage that also gives every entry not owned by owner
 // to it (without following symlinks, relative to its directory's
-// descriptor): files the emulator wrote as root (uploads) become the
-// sandbox user's. A nil owner changes nothing. maxDepth bounds the walk
+// descriptor; never a file with more than one link, which may have a name
+// outside the directory): files the emulator wrote as root (uploads) become
+// the sandbox user's. A nil owner changes nothing. maxDepth bounds the walk
 // (maxWalkDepth for diskUsage).
 func diskUsageOwned(dir string, maxEntries int64, maxDepth int, owner *hostID) (usage, error) {
 	fi, err := os.Lstat(dir)
@@ -142,7 +143,13 @@ func (w *walk) dir(r *os.Root, depth int) error {
 			u.entries++
 			u.bytes += blocks(fi)
 			if owner != nil {
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != owner.uid || int(st.Gid) != owner.gid) {
+				// Never an inode with another name: a hard link made in the
+				// data directory to a file elsewhere on its file system (by a
+				// host process running as the sandbox user: -sandbox none's
+				// code as root, red team) would give that file, e.g.
+				// /etc/shadow where fs.protected_hardlinks is 0, to the
+				// sandbox user. What the emulator writes there has one link.
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != owner.uid || int(st.Gid) != owner.gid) && (fi.IsDir() || st.Nlink == 1) {
 					if err := r.Lchown(ent.Name(), owner.uid, owner.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
 						f.Close()
 						return err

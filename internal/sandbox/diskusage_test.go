@@ -101,3 +101,39 @@ func dirSize(dir string) int64 {
 	u, _ := diskUsage(dir, 0)
 	return u.bytes
 }
+
+// TestDiskUsageOwnedSparesHardLinks (red team): the watcher, as root, gives
+// what is in a data directory and not the sandbox user's to it. A hard link
+// in it to a file outside (made by a host process running as the sandbox
+// user, which owns the directory: a root-run -sandbox none emulator's code
+// linked a root-owned file of the host into its data directory, and the
+// watcher chowned that host file to nobody; with fs.protected_hardlinks 0
+// the same works on /etc/shadow) must leave the file's owner alone, while a
+// file with one link (an upload) and a directory are still given.
+func TestDiskUsageOwnedSparesHardLinks(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: files owned by another user")
+	}
+	base := t.TempDir()
+	data := filepath.Join(base, "data")
+	require.NoError(t, os.Mkdir(data, 0o700))
+	outside := filepath.Join(base, "host-file")
+	require.NoError(t, os.WriteFile(outside, []byte("root's"), 0o666))
+	require.NoError(t, os.Link(outside, filepath.Join(data, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(data, "upload"), []byte("x"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(data, "dir"), 0o755))
+	owner := &hostID{uid: 64999, gid: 64998}
+
+	_, err := diskUsageOwned(data, 0, maxWalkDepth, owner)
+	require.NoError(t, err)
+	uidGid := func(p string) [2]uint32 {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		return [2]uint32{st.Uid, st.Gid}
+	}
+	require.Equal(t, [2]uint32{0, 0}, uidGid(outside), "the host file was given to the sandbox user")
+	require.Equal(t, [2]uint32{64999, 64998}, uidGid(filepath.Join(data, "upload")))
+	require.Equal(t, [2]uint32{64999, 64998}, uidGid(filepath.Join(data, "dir")))
+}
