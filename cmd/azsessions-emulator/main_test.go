@@ -364,7 +364,8 @@ func TestReadyCap(t *testing.T) {
 // 20th got 404 NoSessionsAvailable. Root is needed for the cgroups (without
 // them each sandbox still counts at its limit, see sandbox.Options).
 func TestRunBurst(t *testing.T) {
-	testenv.SkipLongInQuickLoop(t) // the pool under a burst of sessions
+	// the pool under a burst of sessions: the full suite's (make test)
+	testenv.SkipLongInQuickLoop(t)
 	t.Parallel() // it mostly waits for its sandboxes
 	testenv.NeedSandbox(t, "IPython", "numpy")
 	if os.Geteuid() != 0 {
