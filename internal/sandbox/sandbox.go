@@ -749,7 +749,7 @@ func (e *Executor) prepareDirs() error {
 		}
 	}
 	if removed := removeLeftovers(parent); len(removed) > 0 {
-		e.log.Info("sandbox: removed what killed emulators left", "paths", removed)
+		e.log.Info("sandbox: removed what killed emulators left (their processes are gone)", "paths", removed)
 	}
 	e.base = filepath.Join(parent, ownerName())
 	// 0711: the sandbox user (when the emulator is root) reaches its own
