@@ -579,7 +579,9 @@ func (c *gvisorContainer) removeLater() {
 // the directory is removed.
 func gvisorLeftovers(execDir string) {
 	root := filepath.Join(execDir, ".gvisor", "state")
-	if _, err := os.Stat(root); err != nil {
+	// runsc trusts the state files under its --root: only the executor's
+	// own directories (removeLeftovers checked execDir) are handed to it.
+	if !ownDir(filepath.Join(execDir, ".gvisor")) || !ownDir(root) {
 		return
 	}
 	runsc, err := exec.LookPath("runsc")

@@ -100,6 +100,13 @@ func removeLeftovers(dataParent string) []string {
 				continue
 			}
 			dir := filepath.Join(dataParent, ent.Name())
+			if !ownDir(dir) {
+				// Not an executor's: anyone can make a directory of that
+				// name in a shared temporary directory (red team: a fake
+				// runsc state in it made gvisorLeftovers' runsc run its OCI
+				// poststop hook as root and SIGKILL the pids it named).
+				continue
+			}
 			gvisorLeftovers(dir)
 			if err := removeTree(dir); err == nil {
 				removed = append(removed, dir)
@@ -137,6 +144,20 @@ func removeLeftovers(dataParent string) []string {
 		}
 	}
 	return removed
+}
+
+// ownDir reports whether dir is a directory (not a symlink) of the
+// executor's own user that no one else may write to: what prepareDirs and
+// gvisorArgs make (0711, 0700). Only such a directory is an executor's
+// leftover, and only such a runsc root is handed to runsc, which trusts its
+// state files (the container's pids, its OCI hooks).
+func ownDir(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid() && fi.Mode().Perm()&0o022 == 0
 }
 
 // removeTree removes a directory tree that sandboxed code wrote, making
