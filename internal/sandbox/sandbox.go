@@ -660,7 +660,12 @@ func (e *Executor) probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "-s", "-c", probeScript)
+	// -I: the current directory (the emulator's or the CLI's, possibly
+	// holding a file a session wrote and someone downloaded there, e.g.
+	// json.py) is not on sys.path, nor are PYTHON* variables or the user's
+	// site-packages read: this runs on the host, unsandboxed (as root when
+	// the emulator is). TestProbeIgnoresWorkingDirectory.
+	cmd := exec.CommandContext(ctx, path, "-I", "-c", probeScript)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + os.TempDir()}
 	if home, err := os.UserHomeDir(); err == nil {
 		// pyenv shims need HOME/PYENV_ROOT to find the real interpreter.
@@ -800,7 +805,7 @@ func (e *Executor) buildFontCache(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.python, "-s", "-c", "import matplotlib.font_manager")
+	cmd := exec.CommandContext(ctx, e.python, "-I", "-c", "import matplotlib.font_manager") // -I: as in probe
 	cmd.Env = []string{"MPLCONFIGDIR=" + filepath.Join(e.sysDir, "mpl"), "MPLBACKEND=Agg", "HOME=" + e.sysDir, "LANG=C.UTF-8"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
