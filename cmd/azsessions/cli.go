@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -80,6 +81,9 @@ type cli struct {
 	// fresh is set when the session is a new identifier of this command
 	// (not the emulator's); announced once it was printed.
 	fresh, announced bool
+	// answered is set once a request for the session got a successful
+	// (2xx) answer (answeredPolicy): the session then exists at the service.
+	answered atomic.Bool
 }
 
 // announce prints a fresh session's identifier once, so that the next
@@ -92,13 +96,20 @@ func (c *cli) announce() {
 	fmt.Fprintf(c.stderr, "azsessions: new session %s (export %s=%s to reuse it)\n", c.session.Identifier(), envSession, c.session.Identifier())
 }
 
-// reachedService reports whether the command's outcome came from the service
-// (success, code that failed, or an answer with a status), so that a fresh
-// session may exist there: not a refused connection or a usage error.
-func reachedService(err error) bool {
-	var re *azcore.ResponseError
-	var ce *commandExit
-	return err == nil || exitCode(err) == exitCodeFailed || errors.As(err, &ce) || (errors.As(err, &re) && re.StatusCode != 0)
+// answeredPolicy sets c.answered when a request for c's session gets a
+// successful (2xx) answer, so that a fresh session is announced only when it
+// exists at the service: not after a refused connection, nor when its first
+// request failed (a wrong endpoint's 404, a missing file). A code that ran
+// and failed, or a command's exit code, came in a 2xx answer.
+type answeredPolicy struct{ c *cli }
+
+func (p answeredPolicy) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 && p.c.session != nil &&
+		req.Raw().URL.Query().Get("identifier") == p.c.session.Identifier() {
+		p.c.answered.Store(true)
+	}
+	return resp, err
 }
 
 func (c *cli) close() {
@@ -115,7 +126,7 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
-	opts := &azsessions.ClientOptions{ClientOptions: azcore.ClientOptions{APIVersion: c.apiVersion}}
+	opts := &azsessions.ClientOptions{ClientOptions: azcore.ClientOptions{APIVersion: c.apiVersion, PerCallPolicies: []policy.Policy{answeredPolicy{c}}}}
 	if c.emulator {
 		if c.endpoint != "" {
 			return nil, usageErrorf("--emulator and --endpoint exclude each other")
@@ -191,7 +202,8 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 }
 
 // getSession returns the session of --session or AZSESSIONS_SESSION, or a
-// fresh one whose identifier is printed on stderr once the service answered.
+// fresh one whose identifier is printed on stderr once a request for it got a
+// successful answer.
 func (c *cli) getSession() (*azsessions.Session, error) {
 	if c.session != nil {
 		return c.session, nil
@@ -205,7 +217,7 @@ func (c *cli) getSession() (*azsessions.Session, error) {
 		c.session = client.Session(id)
 	} else {
 		c.session = client.NewSession()
-		// Printed once the service answered (runVerb), or now for the
+		// Printed once a request for it succeeded (runVerb), or now for the
 		// shell, which runs until the user ends it.
 		c.fresh = !c.emulator
 		if c.verb != nil && c.verb.name == "shell" {
@@ -320,6 +332,31 @@ type contextError struct {
 
 func (e *contextError) Error() string { return e.context + ": " + e.err.Error() }
 func (e *contextError) Unwrap() error { return e.err }
+
+// isFileNotFound reports whether err is the service's answer for a file or
+// directory that does not exist (404 with an error code such as the
+// emulator's FileNotFound, DirectoryNotFound or PathNotFound), not for a
+// session that does not exist (azsessions.IsSessionNotFound) or a route.
+func isFileNotFound(err error) bool {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound || azsessions.IsSessionNotFound(err) {
+		return false
+	}
+	code := strings.ToLower(re.ErrorCode)
+	return strings.HasSuffix(code, "notfound") &&
+		(strings.Contains(code, "file") || strings.Contains(code, "director") || strings.Contains(code, "path"))
+}
+
+// mentionsShell reports whether the service's answer in err speaks of shell
+// commands (a Shell session pool refusing code: "this is a Shell session
+// pool; send shellCommand or execCommandAndArgs").
+func mentionsShell(err error) bool {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return false
+	}
+	return strings.Contains(strings.ToLower(re.ErrorCode+" "+serviceMessage(re.RawResponse)), "shell")
+}
 
 // azcoreStatus is the HTTP status of the service's answer in err, 0 when err
 // is not a service answer.

@@ -162,7 +162,7 @@ func runVerb(ctx context.Context, v *verb, g *globals, args []string, e *env) in
 	c := &cli{globals: g, env: e, args: pos, dash: dash, verb: v}
 	defer c.close()
 	err = run(ctx, c)
-	if reachedService(err) {
+	if c.answered.Load() {
 		c.announce()
 	}
 	return c.exit(err)
@@ -187,10 +187,18 @@ func (c *cli) exit(err error) int {
 		// the SDK's own errors start with its package name: said once
 		msg = strings.TrimPrefix(msg, "azsessions: ")
 		if azcoreStatus(err) == http.StatusNotFound && c.session != nil && !c.fresh && c.verb.name != "sessions" {
-			msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+			if isFileNotFound(err) {
+				// most often the path never existed: say that first
+				msg += "\nhint: no such file or directory in the session; if it was there, the session may have ended after its cooldown (idle time), and the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+			} else {
+				msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+			}
 		}
 		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "sh" {
 			msg += "\nhint: sh needs a Shell session pool (containerType Shell); a code-interpreter pool refuses shell commands: run its code with exec"
+		}
+		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "exec" && mentionsShell(err) {
+			msg += "\nhint: this pool runs shell commands (a Shell session pool refuses code): use `azsessions sh`"
 		}
 		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
 	}

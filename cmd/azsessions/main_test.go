@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,15 +196,64 @@ func TestExitCodes(t *testing.T) {
 		{name: "upload --path absolute inside", env: []string{ep, sess}, args: []string{"upload", "--path", "/mnt/data/in", "code.py"}, stdout: "/mnt/data/in/code.py\t2 bytes\n"},
 		{name: "ls --path outside /mnt/data", env: []string{ep, sess}, args: []string{"ls", "--path", "/mnt/database"}, code: 2, contains: []string{"outside /mnt/data"}},
 		{name: "upload error names the file once", env: []string{ep, sess}, args: []string{"upload", "--path", "../up", "code.py"}, code: 2, contains: []string{"azsessions upload: code.py: invalid"}, absent: []string{"azsessions: invalid"}},
-		{name: "download missing names the file, with a hint", env: []string{ep, sess}, args: []string{"download", "nope.csv"}, code: 3, contains: []string{"nope.csv: the service answered 404", "hint: sessions end after their cooldown"}},
+		{name: "download missing names the file, with a hint", env: []string{ep, sess}, args: []string{"download", "nope.csv"}, code: 3, contains: []string{"nope.csv: the service answered 404", "hint: no such file or directory in the session; if it was there, the session may have ended after its cooldown"}, absent: []string{"hint: sessions end"}},
 		{name: "download into a missing directory", env: []string{ep, sess}, args: []string{"download", "-o", "no/such/dir/x.csv", "x.csv"}, code: 2, contains: []string{"the directory no/such/dir of -o no/such/dir/x.csv does not exist"}, absent: []string{".part"}},
 		{name: "fresh session not printed when nothing answered", args: []string{"--endpoint", closedEndpoint(t), "exec", "ok"}, code: 3, absent: []string{"new session"}},
-		{name: "fresh session printed after a service error", env: []string{ep}, args: []string{"download", "nope.csv"}, code: 3, contains: []string{"new session "}, absent: []string{"hint: sessions end"}},
+		{name: "fresh session not printed when its first request failed", env: []string{ep}, args: []string{"download", "nope.csv"}, code: 3, absent: []string{"new session ", "AZSESSIONS_SESSION=", "hint: "}},
 		{name: "version", args: []string{"--version"}, contains: []string{"azsessions v0.2.0"}},
 	}
 	for _, v := range verbs {
 		tests = append(tests, cliCase{name: v.name + " --help", args: []string{v.name, "--help"}, contains: []string{"Usage: azsessions " + v.name, "Examples:"}})
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, dir) })
+	}
+}
+
+// TestMisleadingMessages covers three messages a fresh user found
+// misleading: (g) a fresh session announced although its first request
+// failed (an endpoint without the pool path: 404 RouteNotFound); (h) the
+// cooldown hint for a file or directory that never existed; (i) no hint when
+// exec meets a Shell session pool, unlike sh on a code-interpreter pool.
+func TestMisleadingMessages(t *testing.T) {
+	python := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	shell := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: echoShell{}, PoolType: emulator.PoolTypeShell}})
+	// a pool whose every listing says the session does not exist
+	gone := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	gone.InjectFault(azsessionstest.RouteListFiles, azsessionstest.Fault{Status: 404, Code: azsessions.ErrorCodeSessionNotFound}, 1000)
+	// a code-interpreter pool refusing code for another reason
+	refusing := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	refusing.InjectFault(azsessionstest.RouteExecute, azsessionstest.Fault{Status: 400, Code: "BadThings"}, 1000)
+
+	u, err := url.Parse(python.Endpoint())
+	require.NoError(t, err)
+	noPoolPath := u.Scheme + "://" + u.Host // what a user types for a local emulator
+	const id = "misleading-1"
+	sess := "AZSESSIONS_SESSION=" + id
+	ep := func(s *azsessionstest.Server) string { return "AZURE_POOL_MANAGEMENT_ENDPOINT=" + s.Endpoint() }
+	const (
+		fileHint     = "hint: no such file or directory in the session; if it was there, the session may have ended after its cooldown"
+		cooldownHint = "hint: sessions end after their cooldown"
+		execHint     = "hint: this pool runs shell commands (a Shell session pool refuses code): use `azsessions sh`"
+	)
+
+	tests := []cliCase{
+		// g: a fresh session is announced only once a request for it succeeded
+		{name: "g: endpoint without the pool path, fresh session", args: []string{"--endpoint", noPoolPath, "exec", "1"}, code: 3, contains: []string{"404", "RouteNotFound"}, absent: []string{"new session", "AZSESSIONS_SESSION="}},
+		{name: "g: first request 404 on a fresh session", env: []string{ep(python)}, args: []string{"ls", "--recursive", "--path", "outputs"}, code: 3, contains: []string{"404"}, absent: []string{"new session", "AZSESSIONS_SESSION="}},
+		{name: "g: fresh session announced after a success", env: []string{ep(python)}, args: []string{"exec", "ok"}, contains: []string{"new session ", "AZSESSIONS_SESSION="}},
+		{name: "g: fresh session announced after code that failed", env: []string{ep(python)}, args: []string{"exec", "fail"}, code: 1, contains: []string{"new session ", "AZSESSIONS_SESSION="}},
+		// h: a missing file or directory says so before the cooldown
+		{name: "h: ls of a directory that never existed", env: []string{ep(python), sess}, args: []string{"ls", "--recursive", "--path", "outputs"}, code: 3, contains: []string{"no directory /mnt/data/outputs in the session", "(FileNotFound)", fileHint}, absent: []string{cooldownHint, id}},
+		{name: "h: download of a missing file", env: []string{ep(python), sess}, args: []string{"download", "nope.csv"}, code: 3, contains: []string{"(FileNotFound)", fileHint}, absent: []string{cooldownHint, id}},
+		{name: "h: rm of a missing file", env: []string{ep(python), sess}, args: []string{"rm", "nope.csv"}, code: 3, contains: []string{"(FileNotFound)", fileHint}, absent: []string{cooldownHint, id}},
+		{name: "h: session not found keeps the cooldown hint", env: []string{ep(gone), sess}, args: []string{"ls"}, code: 3, contains: []string{"(SessionWithIdentifierNotFound)", cooldownHint}, absent: []string{"no such file", id}},
+		// i: exec on a Shell pool hints at sh, as sh on a code pool hints at exec
+		{name: "i: exec on a Shell session pool", env: []string{ep(shell), sess}, args: []string{"exec", "print(1)"}, code: 3, contains: []string{"400", "this is a Shell session pool", "\n" + execHint}, absent: []string{id}},
+		{name: "i: another 400 on exec gives no sh hint", env: []string{ep(refusing), sess}, args: []string{"exec", "ok"}, code: 3, contains: []string{"(BadThings)"}, absent: []string{"azsessions sh`", "hint: "}},
+		{name: "i: sh on a code-interpreter pool keeps its hint", env: []string{ep(python), sess}, args: []string{"sh", "ls"}, code: 3, contains: []string{"hint: sh needs a Shell session pool"}, absent: []string{execHint, id}},
+	}
+	dir := t.TempDir()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, dir) })
 	}
