@@ -291,25 +291,32 @@ func TestStalledBodyReleasesSession(t *testing.T) {
 			require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 		})
 	}
-	// Steady uploads longer than the timeout pass: each byte moves the deadline.
+	// Steady uploads longer than the timeout pass: each byte moves the
+	// deadline. On an emulator of its own with a 1 s timeout, the writes
+	// come every 10 ms (10 KB/s, far above MinBodyRate) for 2.5 timeouts:
+	// a loaded machine may stretch a gap, but not by the 990 ms that make
+	// it a stall (100 ms gaps against a 300 ms timeout failed once in CI).
+	const steadyTimeout = time.Second
+	steady := newEnv(t, emulator.Options{BodyReadTimeout: steadyTimeout, MinBodyRate: 100})
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
 		part, _ := mw.CreatePart(fileHeader("slow.bin"))
-		for range 8 {
+		for start := time.Now(); time.Since(start) < 5*steadyTimeout/2; {
 			_, _ = part.Write(bytes.Repeat([]byte("s"), 100))
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
 		}
 		_ = mw.Close()
 		_ = pw.Close()
 	}()
-	req, err := http.NewRequest(http.MethodPost, e.url("files", qv(v, "sess-slow")), pr)
+	req, err := http.NewRequest(http.MethodPost, steady.url("files", qv(v, "sess-slow")), pr)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := e.srv.Client().Do(req)
+	resp, err := steady.srv.Client().Do(req)
 	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	// A long synchronous execution is not canceled by the cleared deadline.
 	r := e.postJSON("executions", qv(v, "sess-slow"), map[string]any{"code": "sleep:700ms\nprint:done"}, nil)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
