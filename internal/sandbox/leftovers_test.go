@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -36,18 +35,7 @@ func TestLeftoversOfOthersUntouched(t *testing.T) {
 	parent := t.TempDir()
 	require.NoError(t, os.Chmod(parent, 0o755))
 	marker := filepath.Join(parent, "hook-ran")
-	// The bystander is cat, as in TestKillSparesReusedGroupID: it echoes a
-	// line while alive; once SIGKILLed its stdout ends.
-	bystander := exec.Command("cat")
-	in, err := bystander.StdinPipe()
-	require.NoError(t, err)
-	out, err := bystander.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, bystander.Start())
-	t.Cleanup(func() {
-		_ = bystander.Process.Kill()
-		_ = bystander.Wait()
-	})
+	by := startBystander(t, false)
 
 	// Pid 4194304 is above any pid_max: its owner is dead.
 	planted := filepath.Join(parent, "azsessions-4194304-12345-0badf00d")
@@ -57,8 +45,8 @@ func TestLeftoversOfOthersUntouched(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(planted, ".gvisor", cid), 0o755))
 	st := map[string]any{
 		"id": cid, "bundleDir": filepath.Join(planted, ".gvisor", cid), "status": "running",
-		"goferPid": bystander.Process.Pid,
-		"sandbox":  map[string]any{"id": cid, "pid": bystander.Process.Pid},
+		"goferPid": by.cmd.Process.Pid,
+		"sandbox":  map[string]any{"id": cid, "pid": by.cmd.Process.Pid},
 		"saver":    map[string]any{"rootDir": state, "id": map[string]string{"sandboxId": cid, "containerId": cid}},
 		"spec": map[string]any{
 			"ociVersion": "1.0.2",
@@ -85,9 +73,5 @@ func TestLeftoversOfOthersUntouched(t *testing.T) {
 	require.NotContains(t, removed, planted)
 	require.DirExists(t, planted, "another user's directory was removed")
 	require.NoFileExists(t, marker, "runsc ran the planted poststop hook as root")
-	_, err = in.Write([]byte("alive\n"))
-	require.NoError(t, err)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "the bystander was killed")
-	require.Equal(t, "alive\n", line)
+	by.requireAlive(t, "the bystander was killed")
 }

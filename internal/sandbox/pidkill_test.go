@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bufio"
+	"io"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -20,29 +21,53 @@ import (
 // (the signal is pending before the line is written) its stdout ends.
 func TestKillSparesReusedGroupID(t *testing.T) {
 	t.Parallel()
-	bystander := exec.Command("cat")
-	bystander.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	in, err := bystander.StdinPipe()
-	require.NoError(t, err)
-	out, err := bystander.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, bystander.Start())
-	t.Cleanup(func() {
-		_ = bystander.Process.Kill()
-		_ = bystander.Wait()
-	})
+	by := startBystander(t, true)
 
 	gone := exec.Command("true")
 	gone.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, gone.Run())
-	gone.Process.Pid = bystander.Process.Pid // its pid, reused by the bystander's group
+	gone.Process.Pid = by.cmd.Process.Pid // its pid, reused by the bystander's group
 	p := &proc{cmd: gone, exited: make(chan struct{}), dead: make(chan struct{})}
 	close(p.exited)
 	p.kill()
 
-	_, err = in.Write([]byte("alive\n"))
+	by.requireAlive(t, "the bystander's group was killed")
+}
+
+// bystander is a process that tests must not kill: cat, which echoes a
+// line while alive; once SIGKILLed its stdout ends.
+type bystander struct {
+	cmd *exec.Cmd
+	in  io.Writer
+	out *bufio.Reader
+}
+
+// startBystander starts a bystander (in a process group of its own when
+// setpgid), killed at the test's end.
+func startBystander(t *testing.T, setpgid bool) *bystander {
+	t.Helper()
+	cmd := exec.Command("cat")
+	if setpgid {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "the bystander's group was killed")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return &bystander{cmd: cmd, in: in, out: bufio.NewReader(out)}
+}
+
+// requireAlive fails t with msg unless the bystander still echoes a line.
+func (b *bystander) requireAlive(t *testing.T, msg string) {
+	t.Helper()
+	_, err := b.in.Write([]byte("alive\n"))
+	require.NoError(t, err, msg)
+	line, err := b.out.ReadString('\n')
+	require.NoError(t, err, msg)
 	require.Equal(t, "alive\n", line)
 }

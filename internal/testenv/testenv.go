@@ -132,11 +132,18 @@ func SkipGvisorInQuickLoop(t testing.TB) {
 // GvisorInThisRun says whether this run includes the gVisor backend's
 // tests (see SkipGvisorInQuickLoop), and if not, why.
 func GvisorInThisRun() (bool, string) {
+	return inFullSuite(TestGvisorEnv, "the gVisor backend is tested")
+}
+
+// inFullSuite says whether this run includes a part of the full suite that
+// the quick loop leaves out (what, "… by the full suite"): not under -short;
+// else when AZSESSIONS_REQUIRE_SANDBOX=1 or env=1. If not, it says why.
+func inFullSuite(env, what string) (bool, string) {
 	if testing.Short() {
-		return false, "-short: the gVisor backend is tested by the full suite (make test)"
+		return false, "-short: " + what + " by the full suite (make test)"
 	}
-	if os.Getenv(RequireSandboxEnv) != "1" && os.Getenv(TestGvisorEnv) != "1" {
-		return false, "the gVisor backend is tested by the full suite: make test, or " + TestGvisorEnv + "=1 go test ./..."
+	if os.Getenv(RequireSandboxEnv) != "1" && os.Getenv(env) != "1" {
+		return false, what + " by the full suite: make test, or " + env + "=1 go test ./..."
 	}
 	return true, ""
 }
@@ -154,19 +161,7 @@ func GvisorInThisRun() (bool, string) {
 // 45 s on two cores (issue 15; BENCHMARKS.md, "Test suite").
 func SkipLongInQuickLoop(t testing.TB) {
 	t.Helper()
-	if ok, why := LongInThisRun(); !ok {
+	if ok, why := inFullSuite(TestLongEnv, "a long test, run"); !ok {
 		t.Skip(why)
 	}
-}
-
-// LongInThisRun says whether this run includes the long tests (see
-// SkipLongInQuickLoop), and if not, why.
-func LongInThisRun() (bool, string) {
-	if testing.Short() {
-		return false, "-short: a long test, run by the full suite (make test)"
-	}
-	if os.Getenv(RequireSandboxEnv) != "1" && os.Getenv(TestLongEnv) != "1" {
-		return false, "a long test, run by the full suite: make test, or " + TestLongEnv + "=1 go test ./..."
-	}
-	return true, ""
 }
