@@ -38,6 +38,9 @@ func diskExecutor(t *testing.T, opts Options) *Executor {
 		requireSandbox(t, true)
 	}
 	opts.noPreload = true
+	// Their kernels never import matplotlib, except the figure cap's: no
+	// font cache build (Python on the host, ~0.8 s of CPU) for the others.
+	opts.noFontCache = opts.maxFigureBytes == 0
 	variant := fmt.Sprintf("disk %d %d %d %d %d %s", opts.MaxDataDirBytes, opts.MaxFileSizeBytes,
 		opts.MaxDataDirEntries, opts.maxWalkDepth, opts.maxFigureBytes, opts.idleScanEvery)
 	return sharedVariant(t, variant, opts)
@@ -183,7 +186,7 @@ func TestCloseRemovesDataInBackground(t *testing.T) {
 	release := make(chan struct{})
 	base := testenv.DataDir(t)
 	requireSandbox(t, true)
-	e, err := newExecutor(Options{DataDir: base, noPreload: true, removeHook: func() { <-release }})
+	e, err := newExecutor(Options{DataDir: base, noPreload: true, noFontCache: true, removeHook: func() { <-release }})
 	require.NoError(t, err)
 	k := newKernel(t, e)
 	requireOK(t, k, "import os\nfor i in range(100):\n    os.mkdir(f'/mnt/data/d{i}')")

@@ -172,7 +172,7 @@ func TestTimeoutStderrShowsNoDriver(t *testing.T) {
 			e := shared(t)
 			if runner == "fallback" {
 				var err error
-				e, err = newExecutor(Options{Ready: 0, noIPython: true, noPreload: true, killGrace: testGrace})
+				e, err = newExecutor(Options{Ready: 0, noIPython: true, noPreload: true, noFontCache: true, killGrace: testGrace})
 				require.NoError(t, err)
 				t.Cleanup(func() { require.NoError(t, e.Close()) })
 			}
@@ -204,7 +204,7 @@ func TestTimeoutStderrShowsNoDriver(t *testing.T) {
 // several figures the last one is the cell's image value.
 func TestDisplayOutputs(t *testing.T) {
 	t.Parallel()
-	k := newKernel(t, shared(t))
+	k := figureKernel(t)
 	if k.Runner() != "ipython" {
 		requireOrSkip(t, "IPython in the sandbox's Python")
 	}
@@ -280,11 +280,12 @@ func TestFigureOverCap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := shared(t)
-			if tc.capBytes != 0 {
-				e = diskExecutor(t, Options{maxFigureBytes: tc.capBytes})
+			var k *Kernel
+			if tc.capBytes == 0 {
+				k = figureKernel(t)
+			} else {
+				k = newKernel(t, diskExecutor(t, Options{maxFigureBytes: tc.capBytes}))
 			}
-			k := newKernel(t, e)
 			res := runT(t, k, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.gcf()", 2*time.Minute)
 			require.Equal(t, kernel.Succeeded, res.Status, res.Stderr)
 			if tc.image {

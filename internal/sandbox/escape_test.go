@@ -316,7 +316,7 @@ func TestInheritedDescriptorsClosed(t *testing.T) {
 	defer w.Close()
 	_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), syscall.F_SETFD, 0) // clear FD_CLOEXEC
 	require.Zero(t, errno)
-	e, err := newExecutor(Options{DataDir: testenv.DataDir(t), Ready: 0})
+	e, err := newExecutor(Options{DataDir: testenv.DataDir(t), Ready: 0, noFontCache: true})
 	require.NoError(t, err)
 	defer e.Close()
 	k := newKernel(t, e)

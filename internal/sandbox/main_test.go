@@ -295,8 +295,12 @@ func closeShared() {
 
 var (
 	probeMu      sync.Mutex
-	probeKernels = map[string]*Kernel{}
+	probeKernels = map[probeKey]*Kernel{}
 )
+
+// probeKey names a kernel shared by tests: its backend and its use ("probe"
+// or "figure").
+type probeKey struct{ mode, use string }
 
 // probeKernel returns the kernel that the probe tests of opts.Mode share
 // (taken from that backend's shared executor on first use, closed in
@@ -309,17 +313,35 @@ var (
 // running in parallel take turns (Kernel.Execute runs one at a time).
 func probeKernel(t testing.TB, opts Options) *Kernel {
 	t.Helper()
+	return sharedKernel(t, opts, "probe")
+}
+
+// figureKernel returns the kernel of the shared executor of t's backend
+// (see shared) that the tests drawing matplotlib figures share: matplotlib
+// is imported once (~1.4 s of CPU here) instead of once per test. Their
+// cells leave no figure open (the driver closes them after each cell) and
+// nothing in /mnt/data.
+func figureKernel(t testing.TB) *Kernel {
+	t.Helper()
+	shared(t) // skips without the backend
+	return sharedKernel(t, testOptions(contractMode(t)), "figure")
+}
+
+// sharedKernel returns the kernel of opts' shared executor kept for use.
+func sharedKernel(t testing.TB, opts Options, use string) *Kernel {
+	t.Helper()
 	e := sharedFor(t, opts)
 	probeMu.Lock()
 	defer probeMu.Unlock()
-	if k, ok := probeKernels[opts.Mode]; ok {
+	key := probeKey{opts.Mode, use}
+	if k, ok := probeKernels[key]; ok {
 		return k
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	k, err := e.NewKernel(ctx)
 	require.NoError(t, err)
-	probeKernels[opts.Mode] = k.(*Kernel)
+	probeKernels[key] = k.(*Kernel)
 	return k.(*Kernel)
 }
 

@@ -287,7 +287,7 @@ func TestPreloadThreadRefused(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, true)
 	requireRoot(t) // the preload is held only with a memory cgroup
-	e, err := newExecutor(Options{Ready: 0, Preload: []string{"numpy"}, MemoryLimitBytes: testMemory, killGrace: testGrace, holdPreloads: true})
+	e, err := newExecutor(Options{Ready: 0, Preload: []string{"numpy"}, MemoryLimitBytes: testMemory, killGrace: testGrace, holdPreloads: true, noFontCache: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	if e.cg == nil || e.cg.memory == "" {

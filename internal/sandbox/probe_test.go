@@ -38,7 +38,7 @@ globals().update(real.__dict__)
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "json.py"), []byte(fmtQ(shadow, marker)), 0o644))
 	t.Chdir(dir)
-	e, err := newExecutor(Options{Mode: ModeNone, Ready: 0, DataDir: testenv.DataDir(t), noPreload: true})
+	e, err := newExecutor(Options{Mode: ModeNone, Ready: 0, DataDir: testenv.DataDir(t), noPreload: true, noFontCache: true})
 	if err == nil {
 		require.NoError(t, e.Close())
 	}

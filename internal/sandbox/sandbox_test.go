@@ -149,11 +149,10 @@ func requirePNG(t *testing.T, value json.RawMessage) {
 
 func TestMatplotlibFigure(t *testing.T) {
 	t.Parallel()
-	e := shared(t)
-	if _, ok := e.Info().Packages["matplotlib"]; !ok {
+	if _, ok := shared(t).Info().Packages["matplotlib"]; !ok {
 		t.Skip("matplotlib not installed")
 	}
-	k := newKernel(t, e)
+	k := figureKernel(t)
 	tests := []struct{ name, code string }{
 		{"open figure", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nx = 1"},
 		{"plt.show", "import matplotlib.pyplot as plt\nplt.figure()\nplt.bar(['a', 'b'], [3, 5])\nplt.show()"},
@@ -289,7 +288,7 @@ func TestCancel(t *testing.T) {
 func TestCancelWithSIGINTIgnored(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, true)
-	e, err := newExecutor(Options{Ready: 0, noPreload: true, killGrace: testGrace,
+	e, err := newExecutor(Options{Ready: 0, noPreload: true, noFontCache: true, killGrace: testGrace,
 		launchPrefix: []string{"/bin/sh", "-c", `trap '' INT; exec "$@"`, "sh"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
@@ -326,7 +325,7 @@ func TestCancelWithSIGINTIgnored(t *testing.T) {
 func TestInterruptBeforeCellStarts(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, true)
-	e, err := newExecutor(Options{Ready: 0, noPreload: true, killGrace: testGrace, holdCells: true})
+	e, err := newExecutor(Options{Ready: 0, noPreload: true, noFontCache: true, killGrace: testGrace, holdCells: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close() })
 	k := newKernel(t, e)
@@ -362,7 +361,7 @@ func TestDataDir(t *testing.T) {
 func TestModeNone(t *testing.T) {
 	t.Parallel()
 	requireSandbox(t, false)
-	e, err := newExecutor(Options{Mode: ModeNone, Ready: 0, noPreload: true})
+	e, err := newExecutor(Options{Mode: ModeNone, Ready: 0, noPreload: true, noFontCache: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
 	require.Equal(t, "none", e.Info().Sandbox)
@@ -381,7 +380,7 @@ func TestOtherInterpreter(t *testing.T) {
 	if err != nil || py == "/usr/bin/python3" {
 		t.Skip("no second python3 on PATH")
 	}
-	e, err := newExecutor(Options{Python: py, Ready: 0, noPreload: true})
+	e, err := newExecutor(Options{Python: py, Ready: 0, noPreload: true, noFontCache: true})
 	if os.Geteuid() == 0 && err != nil && strings.Contains(err.Error(), "cannot be used") {
 		// As root, sandboxes run as an unprivileged user, which cannot read
 		// an interpreter in root's home: New says so.
