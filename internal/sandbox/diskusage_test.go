@@ -137,3 +137,43 @@ func TestDiskUsageOwnedSparesHardLinks(t *testing.T) {
 	require.Equal(t, [2]uint32{64999, 64998}, uidGid(filepath.Join(data, "upload")))
 	require.Equal(t, [2]uint32{64999, 64998}, uidGid(filepath.Join(data, "dir")))
 }
+
+// TestDiskUsageDirectoryRemovedMidWalk (red team): session code that makes
+// and removes directories in /mnt/data while the watcher measures it (a
+// build, an unpacked archive, shutil.rmtree) removes some directory after
+// the walk opened it and before it read it; reading a removed directory
+// fails with ENOENT, which counted as "could not be measured, over the
+// limit" and killed the session's kernel (tried for real on a root-run
+// bwrap Shell pool: a background mkdir/rmtree loop in /mnt/data was killed
+// within a second). A removed directory is empty: it counts nothing, and
+// the measurement goes on. Without the fix ~2% of the measurements below
+// fail.
+func TestDiskUsageDirectoryRemovedMidWalk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kept"), []byte("x"), 0o644))
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = os.MkdirAll(filepath.Join(dir, "d", "sub", "subsub"), 0o755)
+			_ = os.RemoveAll(filepath.Join(dir, "d"))
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
+	for i := 0; i < 5000; i++ {
+		u, err := diskUsage(dir, 0)
+		require.NoError(t, err, "measurement %d", i)
+		require.GreaterOrEqual(t, u.entries, int64(1), "kept is counted")
+	}
+	owner := &hostID{uid: os.Getuid(), gid: os.Getgid()}
+	for i := 0; i < 1000; i++ {
+		_, err := diskUsageOwned(dir, 0, maxWalkDepth, owner)
+		require.NoError(t, err, "owned measurement %d", i)
+	}
+}
