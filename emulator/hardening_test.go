@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -374,4 +375,38 @@ func urlEscape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestListingWhileDirectoriesVanish (red team): a recursive listing of a data
+// directory in which session code makes and removes directories (a build, an
+// unpacked archive, shutil.rmtree) meets a directory removed after it was
+// read from its parent; reading or opening it fails with ENOENT, which
+// answered the whole listing 404 FileNotFound. A directory gone since it was
+// read is left out, as the walk's other races are.
+func TestListingWhileDirectoriesVanish(t *testing.T) {
+	e, dataDir := dirEnv(t, emulator.Options{})
+	const id = "sess-churn"
+	dir := dataDir(id)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("x"), 0o644))
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = os.MkdirAll(filepath.Join(dir, "d", "sub", "subsub"), 0o755)
+			_ = os.RemoveAll(filepath.Join(dir, "d"))
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
+	for _, q := range []url.Values{qv(wire.V20240202Preview, id), qv(wire.V20251002Preview, id, "recursive", "true")} {
+		for i := 0; i < 500; i++ {
+			r := e.get("files", q)
+			require.Equal(t, http.StatusOK, r.status, "listing %d (%s): %s", i, q.Get("api-version"), r.body)
+			require.Contains(t, string(r.body), "kept.txt")
+		}
+	}
 }
