@@ -291,6 +291,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onSignal 
 	// sandbox starts.
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Most often an emulator left running (after `go run ... &`,
+			// kill $! stops only go run): say what to do.
+			return fmt.Errorf("%w (another emulator or program holds it: stop it, or pick another address with -addr; port 0 picks a free one)", err)
+		}
 		return err
 	}
 	defer ln.Close()

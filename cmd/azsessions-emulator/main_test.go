@@ -8,10 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,6 +197,26 @@ func TestRunNetworkExposure(t *testing.T) {
 			require.NotContains(t, stderr.String(), "SECRET")
 		})
 	}
+}
+
+// TestRunBusyAddress: an address another program holds (most often an
+// emulator left running) fails at once, saying what to do, before any
+// sandbox starts.
+func TestRunBusyAddress(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("Windows reports WSAEADDRINUSE, not syscall.EADDRINUSE: no hint there")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var stdout, stderr testenv.SyncBuffer
+	err = run(context.Background(), []string{"-sandbox", "none", "-ready", "0", "-addr", ln.Addr().String()}, &stdout, &stderr, nil)
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	require.ErrorContains(t, err, "another emulator or program holds it")
+	require.ErrorContains(t, err, "-addr")
+	require.Empty(t, stdout.String())
+	require.NotContains(t, stderr.String(), "executor ready", "a sandbox started")
 }
 
 // started is a run of the command in a goroutine (startRun).
