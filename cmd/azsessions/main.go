@@ -186,24 +186,37 @@ func (c *cli) exit(err error) int {
 		}
 		// the SDK's own errors start with its package name: said once
 		msg = strings.TrimPrefix(msg, "azsessions: ")
+		// in the shell loop, verbs are typed as %ls, not azsessions ls
+		ls := "'azsessions ls'"
+		if c.loop || c.verb.name == "shell" {
+			ls = "%ls"
+		}
 		if azcoreStatus(err) == http.StatusNotFound && c.session != nil && !c.fresh && c.verb.name != "sessions" {
 			if isFileNotFound(err) {
 				// most often the path never existed: say that first
-				msg += "\nhint: no such file or directory in the session; if it was there, the session may have ended after its cooldown (idle time), and the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+				msg += "\nhint: no such file or directory in the session; if it was there, the session may have ended after its cooldown (idle time), and the same identifier then starts a new, empty session: " + ls + " shows what it holds"
 			} else {
-				msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: 'azsessions ls' shows what it holds"
+				msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: " + ls + " shows what it holds"
 			}
 		}
 		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "sh" {
 			msg += "\nhint: sh needs a Shell session pool (containerType Shell); a code-interpreter pool refuses shell commands: run its code with exec"
 		}
 		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "exec" && mentionsShell(err) {
-			msg += "\nhint: this pool runs shell commands (a Shell session pool refuses code): use `azsessions sh`"
+			sh := "`azsessions sh`"
+			if c.loop {
+				sh = "%sh"
+			}
+			msg += "\nhint: this pool runs shell commands (a Shell session pool refuses code): use " + sh
 		}
 		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
 	}
 	if code == exitUsage {
-		fmt.Fprintf(c.stderr, "Run 'azsessions %s --help' for usage.\n", c.verb.name)
+		if c.loop {
+			fmt.Fprintf(c.stderr, "Run '%%%s --help' for usage.\n", c.verb.name)
+		} else {
+			fmt.Fprintf(c.stderr, "Run 'azsessions %s --help' for usage.\n", c.verb.name)
+		}
 	}
 	return code
 }
