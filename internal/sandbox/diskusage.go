@@ -188,17 +188,9 @@ func (w *walk) dir(r *os.Root, depth int) error {
 		return err
 	}
 	for _, sd := range subdirs {
-		child, err := r.OpenRoot(sd.name)
+		child, err := openSubdir(r, sd.name)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			// Replaced since it was read (a symbolic link leading out, which
-			// os.Root refuses with "path escapes"; ln -sfn's pattern): the
-			// link is counted by the next measurement. Anything else that
-			// cannot be opened is still an error (red team,
-			// TestDiskUsageDirectoryRemovedMidWalk).
-			if fi, lerr := r.Lstat(sd.name); errors.Is(lerr, fs.ErrNotExist) || (lerr == nil && !os.SameFile(fi, sd.fi)) {
+			if errors.Is(err, errReplaced) {
 				continue
 			}
 			return err
@@ -215,6 +207,35 @@ func (w *walk) dir(r *os.Root, depth int) error {
 		}
 	}
 	return nil
+}
+
+// errReplaced says that a subdirectory is gone, or no longer a directory,
+// since its parent was read.
+var errReplaced = errors.New("replaced since it was read")
+
+// openSubdir opens the subdirectory name of r. When it is gone or was
+// replaced since r was read (by a symbolic link leading out, which os.Root
+// refuses with "path escapes"; ln -sfn's pattern) it returns errReplaced:
+// the walk skips it and the next measurement counts what is there. A
+// directory that is there but cannot be opened is an error, after a few
+// tries (session code may be replacing it in a loop, and a new directory
+// can reuse the inode of a removed one). Red team,
+// TestDiskUsageDirectoryRemovedMidWalk.
+func openSubdir(r *os.Root, name string) (*os.Root, error) {
+	var err error
+	for range 3 {
+		var child *os.Root
+		if child, err = r.OpenRoot(name); err == nil {
+			return child, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errReplaced
+		}
+		if fi, lerr := r.Lstat(name); errors.Is(lerr, fs.ErrNotExist) || (lerr == nil && !fi.IsDir()) {
+			return nil, errReplaced
+		}
+	}
+	return nil, err
 }
 
 // subdir is a directory found by a walk, to be visited once its parent was
