@@ -200,7 +200,15 @@ func (c *cli) exit(err error) int {
 			}
 		}
 		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "sh" {
-			msg += "\nhint: sh needs a Shell session pool (containerType Shell); a code-interpreter pool refuses shell commands: run its code with exec"
+			switch {
+			case c.loop && c.emulator:
+				// the loop's emulator is a code-interpreter pool: %sh can never work there
+				msg += "\nhint: sh needs a Shell session pool (containerType Shell); 'azsessions --emulator shell' starts a code-interpreter pool, whose code runs as typed here: for shell commands use 'azsessions --emulator sh', or an emulator started with -pool-type Shell"
+			case c.loop:
+				msg += "\nhint: sh needs a Shell session pool (containerType Shell); a code-interpreter pool refuses shell commands: type its code here"
+			default:
+				msg += "\nhint: sh needs a Shell session pool (containerType Shell); a code-interpreter pool refuses shell commands: run its code with exec"
+			}
 		}
 		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "exec" && mentionsShell(err) {
 			sh := "`azsessions sh`"

@@ -258,6 +258,7 @@ func TestMisleadingMessages(t *testing.T) {
 		{name: "j: shell loop hint names %ls", env: []string{ep(python), sess}, stdin: "%download nope.csv\n", args: []string{"shell"}, contains: []string{"(FileNotFound)", "then starts a new, empty session: %ls shows what it holds"}, absent: []string{"'azsessions ls'", id}},
 		{name: "j: shell loop usage names %rm --help", env: []string{ep(python), sess}, stdin: "%rm\n", args: []string{"shell"}, contains: []string{"Run '%rm --help' for usage."}, absent: []string{"'azsessions rm --help'"}},
 		{name: "j: shell loop exec hint names %sh", env: []string{ep(shell), sess}, stdin: "%exec 'print(1)'\n", args: []string{"shell"}, contains: []string{"this is a Shell session pool", "refuses code): use %sh"}, absent: []string{"`azsessions sh`", id}},
+		{name: "j: shell loop sh hint says to type code", env: []string{ep(python), sess}, stdin: "%sh ls\n", args: []string{"shell"}, contains: []string{"hint: sh needs a Shell session pool", "refuses shell commands: type its code here"}, absent: []string{"run its code with exec", id}},
 		{name: "j: outside the loop usage names azsessions rm --help", env: []string{ep(python), sess}, args: []string{"rm"}, code: 2, contains: []string{"Run 'azsessions rm --help' for usage."}},
 	}
 	dir := t.TempDir()
@@ -443,6 +444,15 @@ func TestEmulator(t *testing.T) {
 		r := runCLI(t, t.TempDir(), nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
 		require.Equal(t, 1, r.code)
 		require.Contains(t, r.stderr, "ZeroDivisionError")
+	})
+	t.Run("shell %sh", func(t *testing.T) {
+		t.Parallel()
+		// the loop's emulator is a code-interpreter pool: the hint says how to get a Shell one
+		r := runCLI(t, t.TempDir(), nil, "%sh ls\n", "--emulator", "--python", testenv.Python, "shell")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stderr, "'azsessions --emulator shell' starts a code-interpreter pool")
+		require.Contains(t, r.stderr, "use 'azsessions --emulator sh'")
+		require.NotContains(t, r.stderr, "run its code with exec")
 	})
 	t.Run("shell", func(t *testing.T) {
 		t.Parallel()
