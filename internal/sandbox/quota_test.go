@@ -73,8 +73,14 @@ func TestBackgroundWriterIsStopped(t *testing.T) {
 // has stopped the kernel (and its writer) for the data directory's limit.
 func backgroundWriterStopped(t *testing.T, k *Kernel, size int64) {
 	t.Helper()
-	requireOK(t, k, fmt.Sprintf(`import threading, time
+	// The writer starts on a file the test creates once the cell returned:
+	// started at once, a loaded machine could let it fill the directory
+	// before the cell's own end-of-cell measurement, which then fails the
+	// cell instead of leaving the writer to the idle watcher (CI, 2026-12-05).
+	requireOK(t, k, fmt.Sprintf(`import os, threading, time
 def w():
+    while not os.path.exists('/mnt/data/go'):
+        threading.Event().wait(0.02)
     for i in range(100):
         with open(f'/mnt/data/bg{i}', 'wb') as f:
             f.write(b'x' * %d)
@@ -82,6 +88,7 @@ def w():
 threading.Thread(target=w, daemon=True).start()`, size))
 	p, err := k.current()
 	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(k.DataDir(), "go"), nil, 0o644))
 	require.Eventually(t, func() bool {
 		k.pmu.Lock()
 		stopped := k.stopped
