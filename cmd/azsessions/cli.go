@@ -156,7 +156,16 @@ func (c *cli) getClient() (*azsessions.Client, error) {
 				fmt.Fprintln(c.stderr, "azsessions: warning: as root it runs as nobody, and can enter every bwrap sandbox that runs as nobody on this host (other emulators' sessions included)")
 			}
 		}
-		if c.verb != nil && c.verb.name != "shell" && c.verb.name != "exec" && c.verb.name != "sh" {
+		switch {
+		case c.verb == nil || c.loop || c.verb.name == "shell" || c.verb.name == "sh":
+			// the shell's emulator lasts for the loop; sh's stderr is the
+			// command's own
+		case c.verb.name == "exec":
+			// A second --emulator exec starts a fresh kernel: say so, as its
+			// NameError for the first one's variables would puzzle. On
+			// stderr: stdout is the code's, which scripts parse.
+			fmt.Fprintln(c.stderr, "azsessions: note: --emulator lasts for this command only; its variables and files end with it (to keep them, use 'azsessions --emulator shell', or run azsessions-emulator and set "+envEndpoint+")")
+		default:
 			// Files and sessions of a one-command emulator are gone when the
 			// command ends: say so, as a later ls would find nothing.
 			fmt.Fprintln(c.stderr, "azsessions: note: --emulator lasts for this command only; its sessions and files end with it (use 'azsessions --emulator shell', or run azsessions-emulator and set "+envEndpoint+")")

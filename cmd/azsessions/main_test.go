@@ -439,6 +439,22 @@ func TestEmulator(t *testing.T) {
 		require.Contains(t, r.stdout, "package\tmatplotlib ")
 		require.Contains(t, r.stderr, "--emulator lasts for this command only", "a verb whose state ends with the command says so")
 	})
+	t.Run("exec twice", func(t *testing.T) {
+		t.Parallel()
+		// each --emulator exec is a fresh emulator: the second one does not
+		// know the first one's x, and each says so on stderr, not stdout
+		const note = "azsessions: note: --emulator lasts for this command only; its variables and files end with it (to keep them, use 'azsessions --emulator shell', or run azsessions-emulator and set AZURE_POOL_MANAGEMENT_ENDPOINT)\n"
+		dir := t.TempDir()
+		r := runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "x = 6 * 7\nprint(x)")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Equal(t, "42\n", r.stdout)
+		require.Equal(t, note, r.stderr)
+		r = runCLI(t, dir, nil, "", "--emulator", "--python", testenv.Python, "exec", "x")
+		require.Equal(t, 1, r.code, r.stderr)
+		require.Empty(t, r.stdout)
+		require.True(t, strings.HasPrefix(r.stderr, note), r.stderr)
+		require.Contains(t, r.stderr, "NameError")
+	})
 	t.Run("exec fails", func(t *testing.T) {
 		t.Parallel()
 		r := runCLI(t, t.TempDir(), nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
@@ -466,6 +482,7 @@ func TestEmulator(t *testing.T) {
 		require.Contains(t, r.stdout, "/mnt/data/out.txt\n")
 		require.Contains(t, r.stdout, "out.txt\t2 bytes\n43\nstill here\n")
 		require.Contains(t, r.stderr, "ZeroDivisionError")
+		require.NotContains(t, r.stderr, "lasts for this command only", "the shell's emulator, %exec's too, lasts for the loop")
 		got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
 		require.NoError(t, err)
 		require.Equal(t, "42", string(got))

@@ -174,7 +174,7 @@ func TestShEmulator(t *testing.T) {
 			r := runCLI(t, dir, nil, tt.stdin, args...)
 			require.Equal(t, tt.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 			require.Equal(t, tt.stdout, r.stdout, "stderr: %s", r.stderr)
-			require.Equal(t, tt.stderr, r.stderr, "no notes: the emulator's files end with the command, as for exec")
+			require.Equal(t, tt.stderr, r.stderr, "no notes: sh's stderr is the command's own")
 		})
 	}
 }

@@ -95,7 +95,12 @@ The program's stdout and stderr are printed as they are, on stdout and stderr;
 then the value of the last expression, if any, on stdout. An image result (a
 matplotlib figure as the last value) is saved with --save-images. The exit
 status is 1 when the code failed (an exception or a syntax error: the traceback
-is on stderr) or was canceled (its timeout passed).`,
+is on stderr) or was canceled (its timeout passed).
+
+With --emulator the embedded emulator lasts for this one command: its variables
+and files end with it (a note on stderr says so), so a second --emulator exec
+starts afresh. To keep them, use 'azsessions --emulator shell', or run
+azsessions-emulator and set AZURE_POOL_MANAGEMENT_ENDPOINT.`,
 	examples: `azsessions --emulator exec 'import sys; sys.version'
 azsessions exec --session demo-1 --file analysis.py --timeout 2m
 echo 'print(6*7)' | azsessions exec
