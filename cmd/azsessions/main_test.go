@@ -295,6 +295,38 @@ func (tt cliCase) run(t *testing.T, dir string) {
 	}
 }
 
+// TestSessionsListEmpty checks that sessions list on a pool without sessions
+// says so on stderr, so that a human sees the command worked, while stdout
+// stays empty for scripts (and --json prints an empty list).
+func TestSessionsListEmpty(t *testing.T) {
+	t.Parallel()
+	empty := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	busy := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
+	const id = "list-empty-1"
+	_, err := busy.Client().Session(id).Execute(t.Context(), "ok", nil)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name   string
+		srv    *azsessionstest.Server
+		args   []string
+		stdout string // a regular expression
+		stderr string // exact
+	}{
+		{name: "no sessions", srv: empty, args: []string{"sessions", "list"}, stdout: `^$`, stderr: "azsessions: no sessions\n"},
+		{name: "no sessions, json", srv: empty, args: []string{"sessions", "list", "--json"}, stdout: `^\[\]\n$`, stderr: ""},
+		{name: "one session", srv: busy, args: []string{"sessions", "list"}, stdout: `^` + id + `\tcreated \S+\tlast accessed \S+\texpires \S+\n$`, stderr: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, dir, []string{"AZURE_POOL_MANAGEMENT_ENDPOINT=" + tt.srv.Endpoint()}, "", tt.args...)
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Regexp(t, tt.stdout, r.stdout)
+			require.Equal(t, tt.stderr, r.stderr)
+		})
+	}
+}
+
 // TestServiceError checks that a failing service gives exit status 3 with
 // the status and error code, and never the session identifier.
 func TestServiceError(t *testing.T) {

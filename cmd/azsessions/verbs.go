@@ -562,8 +562,9 @@ var sessionsVerb = &verb{
 	usage:   "sessions list | get [ID] | delete [ID] | stop [ID]",
 	summary: "list the pool's sessions; get, delete or stop one",
 	details: `list prints the pool's live sessions (identifier, created, last accessed,
-expires; UTC). get, delete and stop act on ID, or on --session /
-AZSESSIONS_SESSION. Needs api-version 2025-02-02-preview or later.`,
+expires; UTC), or "no sessions" on stderr when there are none (stdout stays
+empty). get, delete and stop act on ID, or on --session / AZSESSIONS_SESSION.
+Needs api-version 2025-02-02-preview or later.`,
 	examples: `azsessions sessions list
 azsessions sessions get demo-1 --json
 azsessions --session demo-1 sessions delete`,
@@ -638,6 +639,7 @@ func (c *cli) listSessions(ctx context.Context) error {
 	}
 	pager := client.NewListSessionsPager(nil)
 	out := []json.RawMessage{}
+	printed := 0
 	for pager.More() {
 		cctx, raw := capture(ctx)
 		page, err := pager.NextPage(cctx)
@@ -654,10 +656,15 @@ func (c *cli) listSessions(ctx context.Context) error {
 		}
 		for _, s := range page.Sessions {
 			printSession(c.stdout, s)
+			printed++
 		}
 	}
 	if c.json {
 		return c.printJSON(out)
+	}
+	if printed == 0 {
+		// else a human sees no output at all; stdout stays empty for scripts
+		fmt.Fprintln(c.stderr, "azsessions: no sessions")
 	}
 	return nil
 }
