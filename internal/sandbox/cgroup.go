@@ -21,9 +21,10 @@ import (
 )
 
 // cgroups places each sandbox in its own cgroup with a memory, a pids and a
-// CPU limit. It supports cgroup v2 (unified) and the v1 "memory", "pids",
-// "cpu" and "cpuacct" hierarchies, creating its groups below the cgroup the
-// emulator itself runs in. The executor's group is named after the owning
+// CPU limit, and a freezer that stops it while its data directory is
+// measured. It supports cgroup v2 (unified) and the v1 "memory", "pids",
+// "cpu", "cpuacct" and "freezer" hierarchies, creating its groups below the
+// cgroup the emulator itself runs in. The executor's group is named after the owning
 // process (see ownerName), so that a later executor can remove the groups
 // of one that was killed.
 type cgroups struct {
@@ -33,6 +34,7 @@ type cgroups struct {
 	pids    string   // base that holds the pids controller ("" = none)
 	cpu     string   // base that holds the cpu controller ("" = none)
 	cpuacct string   // base that accounts CPU time (v1 cpuacct, or the v2 base)
+	freezer string   // base that can freeze its groups (v1 freezer, or the v2 base; "" = none)
 	// cloneIntoFailed: starting a sandbox with CLONE_INTO_CGROUP failed and
 	// the wrapper worked (see chooseCgroupJoin); the wrapper from then on.
 	cloneIntoFailed atomic.Bool
@@ -55,6 +57,11 @@ type cgroupSet struct {
 	cpu     string // the set's group of the cpu controller ("" = none)
 	cpuacct string // the set's group that accounts CPU time ("" = none)
 	memory  string // the set's group of the memory controller ("" = none)
+	freezer string // the set's group that can be frozen ("" = none)
+	// freezeMu guards frozen, the number of freeze calls not yet thawed
+	// (measurements may overlap: the idle watcher's and DataDirSpace's).
+	freezeMu sync.Mutex
+	frozen   int
 	// oomKilled: the pool's OOM policy killed the set's processes (the
 	// sandboxes together reached the pool's memory limit and this one held
 	// the most; see Executor.arbitrateOOM).
@@ -112,7 +119,7 @@ func cgroupMounts() map[string]string {
 		case "cgroup":
 			for _, o := range strings.Split(fields[3], ",") {
 				switch o {
-				case "memory", "pids", "cpu", "cpuacct":
+				case "memory", "pids", "cpu", "cpuacct", "freezer":
 					m[o] = fields[1]
 				}
 			}
@@ -140,7 +147,7 @@ func newCgroups() (*cgroups, error) {
 	}
 	cg := &cgroups{version: 1}
 	byMount := map[string]string{} // co-mounted controllers (cpu,cpuacct) share a dir
-	for _, ctrl := range []string{"pids", "memory", "cpu", "cpuacct"} {
+	for _, ctrl := range []string{"pids", "memory", "cpu", "cpuacct", "freezer"} {
 		mp, ok := mounts[ctrl]
 		if !ok {
 			continue
@@ -167,6 +174,8 @@ func newCgroups() (*cgroups, error) {
 			cg.cpu = dir
 		case "cpuacct":
 			cg.cpuacct = dir
+		case "freezer":
+			cg.freezer = dir
 		}
 	}
 	if cg.pids == "" {
@@ -203,7 +212,12 @@ func newCgroupsV2(parent, name string) (*cgroups, error) {
 		cg.remove()
 		return nil, err
 	}
-	cg.pids, cg.cpuacct = dir, dir // cpu.stat's usage_usec is always there
+	// cpu.stat's usage_usec and cgroup.freeze (Linux 5.2) are in every
+	// non-root group.
+	cg.pids, cg.cpuacct = dir, dir
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err == nil {
+		cg.freezer = dir
+	}
 	if has["memory"] {
 		cg.memory = dir
 	}
@@ -247,6 +261,9 @@ func (c *cgroups) create(name string, memBytes int64, maxProcs int, cpus float64
 		}
 		if base == c.memory {
 			set.memory = dir
+		}
+		if base == c.freezer {
+			set.freezer = dir
 		}
 		quota := strconv.FormatInt(int64(cpus*cfsPeriodUS), 10)
 		var err error
@@ -450,6 +467,10 @@ func (s *cgroupSet) killAll(wait time.Duration) (empty bool) {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+		// A v1 frozen task takes its SIGKILL only once thawed (a
+		// measurement may hold the set frozen, or a killed emulator have
+		// left it so); v2's cgroup.kill reaches frozen tasks.
+		s.forceThaw()
 		if len(pids) == 0 {
 			empty = true
 			break
@@ -460,6 +481,151 @@ func (s *cgroupSet) killAll(wait time.Duration) (empty bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return empty
+}
+
+// freezeWait bounds how long one attempt of freeze waits for the set's
+// tasks to stop, and freezeTries how many attempts it makes: under
+// gVisor's ptrace platform a v1 freeze sometimes stays FREEZING (a stub
+// task in ptrace_stop with its tracer frozen; 4 of 300 freezes of a
+// sandbox renaming in a loop took over a second, one over 5 s), and
+// thawing and freezing again gets past it.
+const (
+	freezeWait  = 100 * time.Millisecond
+	freezeTries = 20
+)
+
+// errNoFreezer says that a set cannot be frozen (no freezer hierarchy).
+var errNoFreezer = errors.New("no freezer cgroup")
+
+// errNotFrozen says that freezing a set failed.
+var errNotFrozen = errors.New("the sandbox could not be frozen to measure it")
+
+// freeze stops every task of the set (cgroup v1 freezer.state FROZEN, v2
+// cgroup.freeze 1) and returns once they all are, so that nothing of the
+// sandbox changes its data directory while it is measured; thaw undoes it.
+// Calls nest: the set runs again after as many thaws as freezes. It fails
+// with errNoFreezer without a freezer group, else with errNotFrozen when
+// the tasks did not all stop in freezeTries attempts of freezeWait (the
+// set is then thawed) or the group could not be written.
+func (s *cgroupSet) freeze() error {
+	if s == nil || s.freezer == "" {
+		return errNoFreezer
+	}
+	s.freezeMu.Lock()
+	defer s.freezeMu.Unlock()
+	if s.frozen > 0 {
+		s.frozen++
+		return nil
+	}
+	var err error
+	for range freezeTries {
+		var done bool
+		if done, err = s.tryFreeze(); done {
+			s.frozen = 1
+			return nil
+		}
+		s.writeThawed()
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("its tasks did not stop in %d tries of %v", freezeTries, freezeWait)
+	}
+	return fmt.Errorf("%w: %w", errNotFrozen, err)
+}
+
+// tryFreeze asks the set's tasks to stop and waits up to freezeWait for
+// them to be.
+func (s *cgroupSet) tryFreeze() (bool, error) {
+	file, val := "freezer.state", "FROZEN"
+	if s.v2 {
+		file, val = "cgroup.freeze", "1"
+	}
+	if err := os.WriteFile(filepath.Join(s.freezer, file), []byte(val), 0o644); err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(freezeWait)
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		done, err := s.isFrozen()
+		if err != nil || done || time.Now().After(deadline) {
+			return done, err
+		}
+		// v1 completes the transition when freezer.state is read, v2
+		// reports it in cgroup.events: poll both (v1 has no event).
+		time.Sleep(wait)
+	}
+}
+
+// isFrozen reports whether every task of the set is stopped.
+func (s *cgroupSet) isFrozen() (bool, error) {
+	if !s.v2 {
+		data, err := readProcFile(filepath.Join(s.freezer, "freezer.state"))
+		return strings.TrimSpace(string(data)) == "FROZEN", err
+	}
+	data, err := readProcFile(filepath.Join(s.freezer, "cgroup.events"))
+	if err != nil {
+		return false, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "frozen "); ok {
+			return v == "1", nil
+		}
+	}
+	return false, errors.New("cgroup.events has no frozen field")
+}
+
+// thaw undoes one freeze: the set's tasks run again after the last.
+func (s *cgroupSet) thaw() {
+	s.freezeMu.Lock()
+	defer s.freezeMu.Unlock()
+	if s.frozen == 0 {
+		return
+	}
+	if s.frozen--; s.frozen == 0 {
+		s.writeThawed()
+	}
+}
+
+// forceThaw thaws the set whatever froze it (killAll: a SIGKILLed v1
+// task dies only once thawed). A measurement that still holds the set
+// finds its tasks gone.
+func (s *cgroupSet) forceThaw() {
+	s.freezeMu.Lock()
+	defer s.freezeMu.Unlock()
+	s.writeThawed()
+	for _, d := range s.dirs {
+		if d != s.freezer {
+			// A leftover set (removeCgroupTree) knows its directories
+			// only: thaw any that is a freezer group.
+			_ = writeIfExists(filepath.Join(d, "freezer.state"), "THAWED")
+		}
+	}
+}
+
+// writeThawed lets the set's tasks run again.
+func (s *cgroupSet) writeThawed() {
+	if s.freezer == "" {
+		return
+	}
+	if s.v2 {
+		_ = os.WriteFile(filepath.Join(s.freezer, "cgroup.freeze"), []byte("0"), 0o644)
+		return
+	}
+	_ = os.WriteFile(filepath.Join(s.freezer, "freezer.state"), []byte("THAWED"), 0o644)
+}
+
+// writeIfExists writes val to the existing file path (never creating it).
+func writeIfExists(path, val string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(val)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (s *cgroupSet) remove() {

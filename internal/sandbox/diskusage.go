@@ -42,6 +42,8 @@ func usageError(err error) string {
 	switch {
 	case errors.As(err, &deep), errors.Is(err, errTooManyEntries):
 		return err.Error()
+	case errors.Is(err, errNotFrozen):
+		return errNotFrozen.Error()
 	case errors.As(err, &errno):
 		return errno.Error()
 	}
@@ -216,7 +218,9 @@ var errReplaced = errors.New("replaced since it was read")
 // openSubdir opens the subdirectory name of r. When it is gone or was
 // replaced since r was read (by a symbolic link leading out, which os.Root
 // refuses with "path escapes"; ln -sfn's pattern) it returns errReplaced:
-// the walk skips it and the next measurement counts what is there. A
+// the walk skips it and the next measurement counts what is there. (Session
+// code cannot use this to hide a directory by renaming it in a loop:
+// Kernel.measure freezes the sandbox, see measureFreezeEvery.) A
 // directory that is there but cannot be opened is an error, after a few
 // tries (session code may be replacing it in a loop, and a new directory
 // can reuse the inode of a removed one). Red team,
