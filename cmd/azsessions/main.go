@@ -191,7 +191,13 @@ func (c *cli) exit(err error) int {
 		if c.loop || c.verb.name == "shell" {
 			ls = "%ls"
 		}
-		if azcoreStatus(err) == http.StatusNotFound && c.session != nil && !c.fresh && c.verb.name != "sessions" {
+		// --emulator outside the shell: an emulator of this command alone,
+		// whose session is new and cannot have outlived a cooldown
+		oneShot := c.emulator && !c.loop && c.verb.name != "shell"
+		if azcoreStatus(err) == http.StatusNotFound && oneShot && isFileNotFound(err) {
+			msg += "\nhint: no such file or directory in the session; each --emulator command starts an empty emulator, so files of an earlier one are gone: upload and use them in one 'azsessions --emulator shell', or run azsessions-emulator and set " + envEndpoint
+		}
+		if azcoreStatus(err) == http.StatusNotFound && c.session != nil && !c.fresh && !oneShot && c.verb.name != "sessions" {
 			if isFileNotFound(err) {
 				// most often the path never existed: say that first
 				msg += "\nhint: no such file or directory in the session; if it was there, the session may have ended after its cooldown (idle time), and the same identifier then starts a new, empty session: " + ls + " shows what it holds"

@@ -487,6 +487,17 @@ func TestEmulator(t *testing.T) {
 		require.True(t, strings.HasPrefix(r.stderr, note), r.stderr)
 		require.Contains(t, r.stderr, "NameError")
 	})
+	t.Run("download after an earlier --emulator upload", func(t *testing.T) {
+		t.Parallel()
+		// the file cannot be there: the hint says why, not that a cooldown
+		// may have ended the session, nor to run 'azsessions ls'
+		r := runCLI(t, t.TempDir(), nil, "", "--emulator", "--python", testenv.Python, "download", "TemperatureData.csv")
+		require.Equal(t, 3, r.code, r.stderr)
+		require.Contains(t, r.stderr, "(FileNotFound)")
+		require.Contains(t, r.stderr, "hint: no such file or directory in the session; each --emulator command starts an empty emulator, so files of an earlier one are gone: upload and use them in one 'azsessions --emulator shell', or run azsessions-emulator and set AZURE_POOL_MANAGEMENT_ENDPOINT\n")
+		require.NotContains(t, r.stderr, "cooldown")
+		require.NotContains(t, r.stderr, "'azsessions ls'")
+	})
 	t.Run("exec fails", func(t *testing.T) {
 		t.Parallel()
 		r := runCLI(t, t.TempDir(), nil, "", "--emulator", "--python", testenv.Python, "exec", "1/0")
