@@ -205,6 +205,15 @@ func (c *cli) exit(err error) int {
 				msg += "\nhint: sessions end after their cooldown (idle time); the same identifier then starts a new, empty session: " + ls + " shows what it holds"
 			}
 		}
+		if errors.Is(err, azsessions.ErrInvalidIdentifier) && c.verb.name != "sessions" {
+			// the identifier is not printed (it gives access to its session):
+			// say where it came from, often an export of an earlier step
+			src := "$" + envSession + " (unset it for a fresh session)"
+			if c.globals.session != "" {
+				src = "--session"
+			}
+			msg += "\nhint: the session identifier is the one of " + src
+		}
 		if azcoreStatus(err) == http.StatusBadRequest && c.verb.name == "sh" {
 			switch {
 			case c.loop && c.emulator:

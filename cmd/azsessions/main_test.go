@@ -259,6 +259,10 @@ func TestMisleadingMessages(t *testing.T) {
 		{name: "j: shell loop usage names %rm --help", env: []string{ep(python), sess}, stdin: "%rm\n", args: []string{"shell"}, contains: []string{"Run '%rm --help' for usage."}, absent: []string{"'azsessions rm --help'"}},
 		{name: "j: shell loop exec hint names %sh", env: []string{ep(shell), sess}, stdin: "%exec 'print(1)'\n", args: []string{"shell"}, contains: []string{"this is a Shell session pool", "refuses code): use %sh"}, absent: []string{"`azsessions sh`", id}},
 		{name: "j: shell loop sh hint says to type code", env: []string{ep(python), sess}, stdin: "%sh ls\n", args: []string{"shell"}, contains: []string{"hint: sh needs a Shell session pool", "refuses shell commands: type its code here"}, absent: []string{"run its code with exec", id}},
+		// k: an invalid identifier says where it came from (never what it is)
+		{name: "k: invalid identifier from the environment", env: []string{ep(python), "AZSESSIONS_SESSION=abc"}, args: []string{"ls"}, code: 2, contains: []string{"invalid session identifier", "hint: the session identifier is the one of $AZSESSIONS_SESSION (unset it for a fresh session)"}, absent: []string{"abc"}},
+		{name: "k: invalid identifier from --session", env: []string{ep(python), "AZSESSIONS_SESSION=abc"}, args: []string{"--session", "xyz", "exec", "1"}, code: 2, contains: []string{"invalid session identifier", "hint: the session identifier is the one of --session\n"}, absent: []string{"xyz"}},
+		{name: "k: sessions get names no source", env: []string{ep(python), sess}, args: []string{"sessions", "get", "xyz"}, code: 2, contains: []string{"invalid session identifier"}, absent: []string{"hint: the session identifier", "xyz"}},
 		{name: "j: outside the loop usage names azsessions rm --help", env: []string{ep(python), sess}, args: []string{"rm"}, code: 2, contains: []string{"Run 'azsessions rm --help' for usage."}},
 	}
 	dir := t.TempDir()
