@@ -232,7 +232,12 @@ func (c *cli) exit(err error) int {
 			}
 			msg += "\nhint: this pool runs shell commands (a Shell session pool refuses code): use " + sh
 		}
-		fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
+		if c.loop {
+			// typed as %verb at the shell loop's prompt
+			fmt.Fprintf(c.stderr, "%%%s: %s\n", c.verb.name, msg)
+		} else {
+			fmt.Fprintf(c.stderr, "azsessions %s: %s\n", c.verb.name, msg)
+		}
 	}
 	if code == exitUsage {
 		if c.loop {

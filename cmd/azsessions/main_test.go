@@ -215,8 +215,9 @@ func TestExitCodes(t *testing.T) {
 // failed (an endpoint without the pool path: 404 RouteNotFound); (h) the
 // cooldown hint for a file or directory that never existed; (i) no hint when
 // exec meets a Shell session pool, unlike sh on a code-interpreter pool;
-// (j) in the shell loop, hints and usage lines named 'azsessions ls' and
-// 'azsessions rm --help', where the verbs are typed %ls and %rm --help.
+// (j) in the shell loop, hints, usage lines and the error's prefix named
+// 'azsessions ls', 'azsessions rm --help' and "azsessions download:", where
+// the verbs are typed %ls, %rm --help and %download.
 func TestMisleadingMessages(t *testing.T) {
 	python := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: emulator.ScriptedExecutor(script)}})
 	shell := azsessionstest.Start(t, &azsessionstest.Options{Options: emulator.Options{Executor: echoShell{}, PoolType: emulator.PoolTypeShell}})
@@ -255,7 +256,7 @@ func TestMisleadingMessages(t *testing.T) {
 		{name: "i: another 400 on exec gives no sh hint", env: []string{ep(refusing), sess}, args: []string{"exec", "ok"}, code: 3, contains: []string{"(BadThings)"}, absent: []string{"azsessions sh`", "hint: "}},
 		{name: "i: sh on a code-interpreter pool keeps its hint", env: []string{ep(python), sess}, args: []string{"sh", "ls"}, code: 3, contains: []string{"hint: sh needs a Shell session pool"}, absent: []string{execHint, id}},
 		// j: in the shell loop, hints and usage name the verbs as typed there (%ls, %rm --help)
-		{name: "j: shell loop hint names %ls", env: []string{ep(python), sess}, stdin: "%download nope.csv\n", args: []string{"shell"}, contains: []string{"(FileNotFound)", "then starts a new, empty session: %ls shows what it holds"}, absent: []string{"'azsessions ls'", id}},
+		{name: "j: shell loop hint names %ls", env: []string{ep(python), sess}, stdin: "%download nope.csv\n", args: []string{"shell"}, contains: []string{"%download: nope.csv: ", "(FileNotFound)", "then starts a new, empty session: %ls shows what it holds"}, absent: []string{"'azsessions ls'", "azsessions download:", id}},
 		{name: "j: shell loop usage names %rm --help", env: []string{ep(python), sess}, stdin: "%rm\n", args: []string{"shell"}, contains: []string{"Run '%rm --help' for usage."}, absent: []string{"'azsessions rm --help'"}},
 		{name: "j: shell loop exec hint names %sh", env: []string{ep(shell), sess}, stdin: "%exec 'print(1)'\n", args: []string{"shell"}, contains: []string{"this is a Shell session pool", "refuses code): use %sh"}, absent: []string{"`azsessions sh`", id}},
 		{name: "j: shell loop sh hint says to type code", env: []string{ep(python), sess}, stdin: "%sh ls\n", args: []string{"shell"}, contains: []string{"hint: sh needs a Shell session pool", "refuses shell commands: type its code here"}, absent: []string{"run its code with exec", id}},
