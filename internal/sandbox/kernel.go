@@ -1226,6 +1226,7 @@ func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
 	} else {
 		pids = processTree(root)
 	}
+	pids = withThreads(pids)
 	if k.e.opts.Mode == ModeGvisor {
 		pids = distinctFileTables(pids)
 	}
