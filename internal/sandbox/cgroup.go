@@ -62,6 +62,9 @@ type cgroupSet struct {
 	// (measurements may overlap: the idle watcher's and DataDirSpace's).
 	freezeMu sync.Mutex
 	frozen   int
+	// killing is set by forceThaw while it waits for freezeMu: a freeze
+	// waiting for the set's tasks gives up at once (see freezeHold).
+	killing atomic.Bool
 	// oomKilled: the pool's OOM policy killed the set's processes (the
 	// sandboxes together reached the pool's memory limit and this one held
 	// the most; see Executor.arbitrateOOM).
@@ -494,6 +497,17 @@ const (
 	freezeTries = 20
 )
 
+// freezeHold bounds how long a patient freeze (freeze(true): a bwrap
+// sandbox, whose tasks cannot trace one another, so a freeze cannot stop a
+// tracer before its tracee) keeps the set FREEZING, without thawing it,
+// for its tasks to stop. A task in an uninterruptible sleep (sync or fsync
+// waiting for the disk, a page fault waiting for memory) stops only when
+// its system call returns; thawing the others and trying again lets them
+// start new ones. Red team: a session's os.sync() while other sessions
+// wrote to the disk took over 2 s, the 20 tries of 100 ms ran out, and the
+// session was killed as "cannot be measured" (TestFreezeWaitsForUninterruptibleSleep).
+const freezeHold = 10 * time.Second
+
 // errNoFreezer says that a set cannot be frozen (no freezer hierarchy).
 var errNoFreezer = errors.New("no freezer cgroup")
 
@@ -506,8 +520,10 @@ var errNotFrozen = errors.New("the sandbox could not be frozen to measure it")
 // Calls nest: the set runs again after as many thaws as freezes. It fails
 // with errNoFreezer without a freezer group, else with errNotFrozen when
 // the tasks did not all stop in freezeTries attempts of freezeWait (the
-// set is then thawed) or the group could not be written.
-func (s *cgroupSet) freeze() error {
+// set is then thawed) or the group could not be written. A patient freeze
+// makes one attempt of freezeHold instead (see there); forceThaw ends any
+// attempt.
+func (s *cgroupSet) freeze(patient bool) error {
 	if s == nil || s.freezer == "" {
 		return errNoFreezer
 	}
@@ -517,10 +533,14 @@ func (s *cgroupSet) freeze() error {
 		s.frozen++
 		return nil
 	}
+	tries, wait := freezeTries, freezeWait
+	if patient {
+		tries, wait = 1, freezeHold
+	}
 	var err error
-	for range freezeTries {
+	for range tries {
 		var done bool
-		if done, err = s.tryFreeze(); done {
+		if done, err = s.tryFreeze(wait); done {
 			s.frozen = 1
 			return nil
 		}
@@ -530,14 +550,17 @@ func (s *cgroupSet) freeze() error {
 		}
 	}
 	if err == nil {
-		err = fmt.Errorf("its tasks did not stop in %d tries of %v", freezeTries, freezeWait)
+		err = fmt.Errorf("its tasks did not stop in %d tries of %v", tries, wait)
 	}
 	return fmt.Errorf("%w: %w", errNotFrozen, err)
 }
 
-// tryFreeze asks the set's tasks to stop and waits up to freezeWait for
-// them to be.
-func (s *cgroupSet) tryFreeze() (bool, error) {
+// errKilling says that forceThaw ended a freeze.
+var errKilling = errors.New("the sandbox is being killed")
+
+// tryFreeze asks the set's tasks to stop and waits up to wait for them to
+// be, unless forceThaw wants the set.
+func (s *cgroupSet) tryFreeze(wait time.Duration) (bool, error) {
 	file, val := "freezer.state", "FROZEN"
 	if s.v2 {
 		file, val = "cgroup.freeze", "1"
@@ -545,15 +568,18 @@ func (s *cgroupSet) tryFreeze() (bool, error) {
 	if err := os.WriteFile(filepath.Join(s.freezer, file), []byte(val), 0o644); err != nil {
 		return false, err
 	}
-	deadline := time.Now().Add(freezeWait)
-	for wait := 20 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+	deadline := time.Now().Add(wait)
+	for pause := 20 * time.Microsecond; ; pause = min(2*pause, 5*time.Millisecond) {
 		done, err := s.isFrozen()
 		if err != nil || done || time.Now().After(deadline) {
 			return done, err
 		}
+		if s.killing.Load() {
+			return false, errKilling
+		}
 		// v1 completes the transition when freezer.state is read, v2
 		// reports it in cgroup.events: poll both (v1 has no event).
-		time.Sleep(wait)
+		time.Sleep(pause)
 	}
 }
 
@@ -591,8 +617,10 @@ func (s *cgroupSet) thaw() {
 // task dies only once thawed). A measurement that still holds the set
 // finds its tasks gone.
 func (s *cgroupSet) forceThaw() {
+	s.killing.Store(true) // a freeze waiting for the tasks gives up
 	s.freezeMu.Lock()
 	defer s.freezeMu.Unlock()
+	s.killing.Store(false)
 	s.writeThawed()
 	for _, d := range s.dirs {
 		if d != s.freezer {

@@ -97,7 +97,7 @@ func TestKillFrozenSandbox(t *testing.T) {
 		k := newKernel(t, sharedFor(t, opts))
 		p := requireFreezer(t, k)
 		requireOK(t, k, "1")
-		require.NoError(t, p.cg.freeze())
+		require.NoError(t, p.cg.freeze(false))
 		frozen, err := p.cg.isFrozen()
 		require.NoError(t, err)
 		require.True(t, frozen)
