@@ -63,7 +63,7 @@ type cgroupSet struct {
 	freezeMu sync.Mutex
 	frozen   int
 	// killing is set by forceThaw while it waits for freezeMu: a freeze
-	// waiting for the set's tasks gives up at once (see freezeHold).
+	// waiting for the set's tasks gives up at once.
 	killing atomic.Bool
 	// oomKilled: the pool's OOM policy killed the set's processes (the
 	// sandboxes together reached the pool's memory limit and this one held
@@ -497,16 +497,21 @@ const (
 	freezeTries = 20
 )
 
-// freezeHold bounds how long a patient freeze (freeze(true): a bwrap
-// sandbox, whose tasks cannot trace one another, so a freeze cannot stop a
-// tracer before its tracee) keeps the set FREEZING, without thawing it,
-// for its tasks to stop. A task in an uninterruptible sleep (sync or fsync
-// waiting for the disk, a page fault waiting for memory) stops only when
-// its system call returns; thawing the others and trying again lets them
-// start new ones. Red team: a session's os.sync() while other sessions
-// wrote to the disk took over 2 s, the 20 tries of 100 ms ran out, and the
-// session was killed as "cannot be measured" (TestFreezeWaitsForUninterruptibleSleep).
-const freezeHold = 10 * time.Second
+// freezePatientTries is how many attempts a patient freeze (freeze(true):
+// a bwrap sandbox) makes, the first of freezeWait, each twice as long as
+// the last (12.7 s in all, the last 6.4 s). A task in an uninterruptible
+// sleep (sync or fsync waiting for the disk, a page fault waiting for
+// memory) stops only when its system call returns, and an attempt keeps
+// the set FREEZING, so that the tasks that stopped start nothing new:
+// one as long as the sleep succeeds. Red team: a session's os.sync() while
+// other sessions wrote to the disk took over 2 s, the 20 tries of 100 ms
+// ran out, and the session was killed as "cannot be measured"
+// (TestFreezeWaitsForUninterruptibleSleep). The attempts still end with a
+// thaw: a thread that calls execve in a process whose other threads are
+// frozen waits for them to die, uninterruptibly, and they die only once
+// thawed (3 of 150 freezes of a process exec'ing itself beside 4 threads
+// hung so, red team).
+const freezePatientTries = 7
 
 // errNoFreezer says that a set cannot be frozen (no freezer hierarchy).
 var errNoFreezer = errors.New("no freezer cgroup")
@@ -521,7 +526,7 @@ var errNotFrozen = errors.New("the sandbox could not be frozen to measure it")
 // with errNoFreezer without a freezer group, else with errNotFrozen when
 // the tasks did not all stop in freezeTries attempts of freezeWait (the
 // set is then thawed) or the group could not be written. A patient freeze
-// makes one attempt of freezeHold instead (see there); forceThaw ends any
+// makes longer attempts (see freezePatientTries); forceThaw ends any
 // attempt.
 func (s *cgroupSet) freeze(patient bool) error {
 	if s == nil || s.freezer == "" {
@@ -533,9 +538,9 @@ func (s *cgroupSet) freeze(patient bool) error {
 		s.frozen++
 		return nil
 	}
-	tries, wait := freezeTries, freezeWait
+	tries, wait, total := freezeTries, freezeWait, time.Duration(0)
 	if patient {
-		tries, wait = 1, freezeHold
+		tries = freezePatientTries
 	}
 	var err error
 	for range tries {
@@ -548,9 +553,13 @@ func (s *cgroupSet) freeze(patient bool) error {
 		if err != nil {
 			break
 		}
+		total += wait
+		if patient {
+			wait *= 2
+		}
 	}
 	if err == nil {
-		err = fmt.Errorf("its tasks did not stop in %d tries of %v", tries, wait)
+		err = fmt.Errorf("its tasks did not stop in %d tries (%v)", tries, total)
 	}
 	return fmt.Errorf("%w: %w", errNotFrozen, err)
 }

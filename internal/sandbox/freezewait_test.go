@@ -21,8 +21,8 @@ import (
 // be measured": a session whose os.sync() took over 2 s because other
 // sessions were writing to the disk was killed so (within 3.6 s here),
 // though it held nothing. On bwrap, whose tasks cannot trace one another
-// (the reason for the thaws, see freezeTries), the freeze now holds the
-// sandbox FREEZING until its tasks stop (at most freezeHold). The sleep
+// (the reason for the short tries, see freezeTries), the freeze now makes
+// attempts twice as long each time (see freezePatientTries). The sleep
 // here is a page fault waiting for memory in the sandbox's memory group
 // (oom_kill_disable, as in the pool's group), released by the test once
 // the freeze has waited longer than the 20 attempts; without the fix the

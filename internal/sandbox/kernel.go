@@ -1204,9 +1204,10 @@ func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
 		every = k.freezeEvery
 	}
 	if p != nil && p.cg != nil && p.cg.freezer != "" && p.alive() && time.Since(time.Unix(0, k.frozenAt.Load())) >= every {
-		// gVisor's ptrace platform needs a thaw to get past a stub
-		// stopped for its frozen tracer (see freezeTries); bwrap's tasks
-		// cannot trace, so its freeze waits for them (see freezeHold).
+		// gVisor's ptrace platform needs frequent thaws to get past a
+		// stub stopped for its frozen tracer (see freezeTries); bwrap's
+		// tasks cannot trace, and its freeze waits longer for tasks in an
+		// uninterruptible sleep (see freezePatientTries).
 		if err := p.cg.freeze(k.e.opts.Mode != ModeGvisor); err != nil {
 			return usage{}, err
 		}
