@@ -1199,33 +1199,24 @@ func (k *Kernel) DataDirSpace() (used, limit int64, err error) {
 // root, so no cgroups) such code can make every measurement miss what it
 // moves.
 func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
-	u, _, err := k.measureFreezing(p, maxEntries, false)
-	return u, err
-}
-
-// measureFreezing is measure, freezing the sandbox when it can whatever
-// measureFreezeEvery says if force is set; froze reports whether it froze
-// the sandbox or tried to (a failed freeze is the error).
-func (k *Kernel) measureFreezing(p *proc, maxEntries int64, force bool) (u usage, froze bool, err error) {
 	every := measureFreezeEvery
 	if k.freezeEvery > 0 {
 		every = k.freezeEvery
 	}
-	if p != nil && p.cg != nil && p.cg.freezer != "" && p.alive() && (force || time.Since(time.Unix(0, k.frozenAt.Load())) >= every) {
+	if p != nil && p.cg != nil && p.cg.freezer != "" && p.alive() && time.Since(time.Unix(0, k.frozenAt.Load())) >= every {
 		// gVisor's ptrace platform needs frequent thaws to get past a
 		// stub stopped for its frozen tracer (see freezeTries); bwrap's
 		// tasks cannot trace, and its freeze waits longer for tasks in an
 		// uninterruptible sleep (see freezePatientTries).
 		if err := p.cg.freeze(k.e.opts.Mode != ModeGvisor); err != nil {
-			return usage{}, true, err
+			return usage{}, err
 		}
-		froze = true
 		k.frozenAt.Store(time.Now().UnixNano())
 		defer p.cg.thaw()
 	}
-	u, err = diskUsageOwned(k.dataDir, maxEntries, k.e.opts.maxWalkDepth, k.e.id)
+	u, err := diskUsageOwned(k.dataDir, maxEntries, k.e.opts.maxWalkDepth, k.e.id)
 	if err != nil || p == nil || !p.alive() || p.cmd.Process == nil {
-		return u, froze, err
+		return u, err
 	}
 	root := p.cmd.Process.Pid
 	var pids []int
@@ -1249,7 +1240,7 @@ func (k *Kernel) measureFreezing(p *proc, maxEntries int64, force bool) (u usage
 	}
 	n, err := unlinkedBytes(pids, u.dev)
 	u.bytes += n
-	return u, froze, err
+	return u, err
 }
 
 // DataDir is the host directory that the kernel sees as /mnt/data.
@@ -1734,33 +1725,9 @@ func removeKernelDirs(dataDir string) error {
 // overLimit measures the data directory (see measure) and returns a note
 // when it is over MaxDataDirBytes or MaxDataDirEntries or cannot be measured
 // (which counts as over), "" when it is within them.
-//
-// A walk of the running sandbox (see measureFreezeEvery) counts a
-// directory twice when code moves it from a parent the walk has read to one
-// it has not read yet (red team: 3 MB in a 4 MiB directory, moved among
-// parents in a loop, measured as 6 MB within 0.7 s of cells,
-// TestMovedDirectoryNotCountedTwice), and may find one it cannot open: such
-// a measurement over the limits is taken again with the sandbox frozen
-// before the kernel is stopped.
 func (k *Kernel) overLimit(p *proc) string {
-	note, froze := k.overLimitOnce(p, false)
-	if note != "" && !froze && p != nil && p.cg != nil && p.cg.freezer != "" && p.alive() {
-		note, _ = k.overLimitOnce(p, true)
-	}
-	return note
-}
-
-// overLimitOnce is one measurement of overLimit (a frozen one if force is
-// set and the sandbox can be frozen); froze says whether it was frozen.
-func (k *Kernel) overLimitOnce(p *proc, force bool) (string, bool) {
 	o := k.e.opts
-	u, froze, err := k.measureFreezing(p, o.MaxDataDirEntries, force)
-	return k.verdict(u, err), froze
-}
-
-// verdict is overLimit's note on a measurement.
-func (k *Kernel) verdict(u usage, err error) string {
-	o := k.e.opts
+	u, err := k.measure(p, o.MaxDataDirEntries)
 	switch {
 	case errors.Is(err, errTooManyEntries):
 		return fmt.Sprintf("OSError: /mnt/data holds more than %d files and directories, over the limit of %d", o.MaxDataDirEntries, o.MaxDataDirEntries)
