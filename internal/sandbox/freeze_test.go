@@ -44,7 +44,7 @@ func TestMeasureFreezesSandbox(t *testing.T) {
 		k := newKernel(t, sharedFor(t, opts))
 		p := requireFreezer(t, k)
 		// A measurement freezes when the last freeze is freezeEvery old.
-		k.freezeEvery = time.Hour
+		k.freezeEvery.Store(int64(time.Hour))
 		k.frozenAt.Store(0)
 		_, err := k.measure(p, 0)
 		require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestMeasureFreezesSandbox(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, frozenAt, k.frozenAt.Load(), "the next one, within freezeEvery, did not")
 
-		k.freezeEvery = time.Nanosecond // every measurement freezes
+		k.freezeEvery.Store(int64(time.Nanosecond)) // every measurement freezes
 		const size = 256 << 10
 		requireOK(t, k, `import os, threading
 os.makedirs('/mnt/data/d0')

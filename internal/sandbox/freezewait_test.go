@@ -72,7 +72,7 @@ threading.Thread(target=alloc, daemon=True).start()`)
 		return err == nil && strings.Contains(string(data), "under_oom 1")
 	}, 30*time.Second, 5*time.Millisecond, "the allocating thread waits for memory")
 
-	k.freezeEvery = time.Nanosecond
+	k.freezeEvery.Store(int64(time.Nanosecond))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := k.measure(p, 0)

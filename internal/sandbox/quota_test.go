@@ -236,7 +236,7 @@ func BenchmarkIdleMeasure(b *testing.B) {
 			require.Equal(b, kernel.Succeeded, res.Status, res.Stderr)
 			p, err := k.current()
 			require.NoError(b, err)
-			k.freezeEvery = bc.every
+			k.freezeEvery.Store(int64(bc.every))
 			for b.Loop() {
 				if over := k.overLimit(p); over != "" {
 					b.Fatal(over)
