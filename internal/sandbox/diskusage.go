@@ -42,8 +42,6 @@ func usageError(err error) string {
 	switch {
 	case errors.As(err, &deep), errors.Is(err, errTooManyEntries):
 		return err.Error()
-	case errors.Is(err, errNotFrozen):
-		return errNotFrozen.Error()
 	case errors.As(err, &errno):
 		return errno.Error()
 	}

@@ -1204,12 +1204,14 @@ func (k *Kernel) measure(p *proc, maxEntries int64) (usage, error) {
 	if d := time.Duration(k.freezeEvery.Load()); d > 0 {
 		every = d
 	}
-	if p != nil && p.cg != nil && p.cg.freezer != "" && p.alive() && time.Since(time.Unix(0, k.frozenAt.Load())) >= every {
+	if p != nil && p.alive() && time.Since(time.Unix(0, k.frozenAt.Load())) >= every {
 		// gVisor's ptrace platform needs frequent thaws to get past a
 		// stub stopped for its frozen tracer (see freezeTries); bwrap's
 		// tasks cannot trace, and its freeze waits longer for tasks in an
 		// uninterruptible sleep (see freezePatientTries).
-		if err := p.cg.freeze(k.e.opts.Mode != ModeGvisor); err != nil {
+		if err := p.cg.freeze(k.e.opts.Mode != ModeGvisor); errors.Is(err, errNoFreezer) {
+			// no cgroups (not root): walked running, as documented above
+		} else if err != nil {
 			// Walk the running sandbox (frozenAt unchanged: the next
 			// measurement tries to freeze again) rather than kill a kernel
 			// whose tasks are slow to stop: a gVisor sandbox at the pool's
